@@ -1,0 +1,630 @@
+"""`UOp`: the immutable, hash-consed node of tg's IR, and the small records its args use."""
+from __future__ import annotations
+import functools, itertools, math, weakref
+from dataclasses import dataclass
+from enum import Enum
+from typing import TYPE_CHECKING, Any, Callable, Sequence, Union
+
+from tg_core.dtype import AddrSpace, ConstType, DType, dtypes, least_upper_dtype, strong_dtype, truncate_int
+from tg_core.helpers import all_int, prod
+from tg_core.uop import GroupOp, Ops
+
+if TYPE_CHECKING:
+  from tg_core.uop.pattern import PatternMatcher
+
+sint = Union[int, "UOp"]   # a size that may be symbolic
+PyConst = Union[float, int, bool]
+
+class AxisType(Enum):
+  DEVICE = "d"; GLOBAL = "g"; THREAD = "t"; LOCAL = "l"; WARP = "w"; LOOP = "L"; UPCAST = "u"  # noqa: E702
+  GROUP_REDUCE = "G"; REDUCE = "R"; UNROLL = "r"  # noqa: E702
+  def __repr__(self) -> str: return f"AxisType.{self.name}"
+axis_to_pos = {AxisType.DEVICE: -2, AxisType.LOOP: -1, AxisType.THREAD: 0, AxisType.GLOBAL: 0, AxisType.WARP: 1, AxisType.LOCAL: 2,
+               AxisType.UPCAST: 3, AxisType.GROUP_REDUCE: 2, AxisType.REDUCE: 4, AxisType.UNROLL: 5}
+
+@dataclass(frozen=True)
+class ParamArg:
+  """What a PARAM, BUFFER or RETURNED is. `size` is the flat element count (a concrete int, None for a scalar);
+  a multi-dimensional or symbolic shape is a view (RESHAPE/SHRINK) on top of this flat storage."""
+  slot: int
+  dtype: DType
+  size: int | None = None
+  vmin_vmax: tuple[PyConst, PyConst] | None = None
+  multiple_of: int | None = None
+  name: str | None = None
+  addrspace: AddrSpace = AddrSpace.GLOBAL
+  device: str | tuple[str, ...] | None = None
+  volatile: bool = False
+  image: tuple[int, int] | None = None
+  def __repr__(self) -> str:
+    extra = [f"{k}={getattr(self, k)!r}" for k in ("vmin_vmax", "multiple_of", "name", "device", "image") if getattr(self, k) is not None]
+    if self.addrspace != AddrSpace.GLOBAL: extra.append(f"addrspace={self.addrspace!r}")
+    if self.volatile: extra.append("volatile=True")
+    return f"ParamArg({', '.join([repr(self.slot), repr(self.dtype)] + ([repr(self.size)] if self.size is not None else []) + extra)})"
+
+@dataclass(frozen=True)
+class CallInfo:
+  """The arg of a CALL: a custom backward, a name for debug output, and compilation hints."""
+  grad_fxn: Callable | None = None
+  name: str | None = None
+  precompile: bool = False
+  precompile_backward: bool = False
+  aux: Any = None
+
+@dataclass(frozen=True)
+class KernelInfo:
+  """The arg of a kernel's SINK: its name and the optimizations applied to it."""
+  name: str = "test"
+  axis_types: tuple[AxisType, ...] = ()
+  dont_use_locals: bool = False
+  applied_opts: tuple = ()
+  opts_to_apply: tuple | None = None
+
+# *** hash-consing ***
+
+def _key_arg(arg: Any) -> Any:
+  # floats compare equal across -0.0/0.0 and never equal for NaN: key them by their bits so each distinct constant is one node
+  if arg.__class__ is float: return (float, arg.hex())
+  if arg.__class__ is tuple and any(a.__class__ is float for a in arg): return tuple(_key_arg(a) for a in arg)
+  return arg
+
+class UOpMetaClass(type):
+  ucache: dict[tuple, weakref.ReferenceType[UOp]] = {}
+  def __call__(cls, op: Ops, dtype: DType = dtypes.void, src: tuple[UOp, ...] = (), arg: Any = None, tag: Any = None) -> UOp:
+    key = (op, dtype, src, _key_arg(arg), tag)
+    if (wret := UOpMetaClass.ucache.get(key)) is not None and (ret := wret()) is not None: return ret
+    created = super().__call__(op, dtype, src, arg, tag)
+    UOpMetaClass.ucache[key] = weakref.ref(created)
+    return created
+
+class UOp(metaclass=UOpMetaClass):
+  """One node of the IR. Immutable and hash-consed: building the same (op, dtype, src, arg, tag) twice gives the
+  same object, so identity is structural equality and `==` is `is`. Nodes are freed when nothing refers to them."""
+  op: Ops
+  dtype: DType
+  src: tuple[UOp, ...]
+  arg: Any
+  tag: Any
+  __slots__ = ("op", "dtype", "src", "arg", "tag", "__weakref__", "__dict__")
+  unique_num = itertools.count(0)
+
+  def __init__(self, op: Ops, dtype: DType = dtypes.void, src: tuple[UOp, ...] = (), arg: Any = None, tag: Any = None):
+    object.__setattr__(self, "op", op); object.__setattr__(self, "dtype", dtype); object.__setattr__(self, "src", src)  # noqa: E702
+    object.__setattr__(self, "arg", arg); object.__setattr__(self, "tag", tag)  # noqa: E702
+  def __setattr__(self, name: str, value: Any) -> None: raise AttributeError(f"UOp is immutable (tried to set {name}); use .replace()")
+  def __del__(self) -> None:
+    try: del UOpMetaClass.ucache[(self.op, self.dtype, self.src, _key_arg(self.arg), self.tag)]
+    except (KeyError, AttributeError, TypeError): pass
+  def __reduce__(self) -> tuple: return (UOp, (self.op, self.dtype, self.src, self.arg, self.tag))
+  def replace(self, **kwargs: Any) -> UOp:
+    new = (kwargs.pop("op", self.op), kwargs.pop("dtype", self.dtype), kwargs.pop("src", self.src), kwargs.pop("arg", self.arg), kwargs.pop("tag", self.tag))
+    if kwargs: raise TypeError(f"replace got unexpected fields {list(kwargs)}")
+    if (self.op, self.dtype, self.src, self.arg, self.tag) == new: return self
+    return UOp(*new)
+  def rtag(self, tag: Any = True) -> UOp: return self.replace(tag=tag)
+  @functools.cached_property
+  def key(self) -> bytes:
+    import hashlib
+    return hashlib.sha256(str((self.op, self.dtype, self.arg, self.tag)).encode() + b"".join(s.key for s in self.src)).digest()
+  def __repr__(self) -> str:
+    from tg_core.uop.render import uop_repr
+    return uop_repr(self)
+  def pyrender(self) -> str:
+    from tg_core.uop.render import pyrender
+    return pyrender(self)
+
+  # *** graph walking (iterative: graphs are deep) ***
+  def toposort(self, gate: Callable[[UOp], bool] | None = None, enter_calls: bool = True) -> dict[UOp, None]:
+    """All nodes reachable from self, each after its sources. `gate(u)` False stops the walk at u.
+    With enter_calls=False, the body (src[0]) of a CALL is not entered."""
+    ret: dict[UOp, None] = {}
+    stack: list[tuple[UOp, bool]] = [(self, False)]
+    while stack:
+      node, visited = stack.pop()
+      if node in ret: continue
+      if not visited:
+        if gate is None or gate(node):
+          stack.append((node, True))
+          srcs = node.src[1:] if (not enter_calls and node.op is Ops.CALL) else node.src
+          for s in reversed(srcs):
+            if s not in ret: stack.append((s, False))
+      else: ret[node] = None
+    return ret
+  @functools.cached_property
+  def backward_slice(self) -> dict[UOp, None]:
+    ts = self.toposort()
+    del ts[self]
+    return ts
+  @property
+  def backward_slice_with_self(self) -> dict[UOp, None]: return self.toposort()
+  def substitute(self, dvars: dict[UOp, UOp], name: str | None = None, walk: bool = True, enter_calls: bool = False) -> UOp:
+    from tg_core.uop.rewrite import graph_rewrite, _substitute
+    return graph_rewrite(self, _substitute, dvars, bottom_up=True, walk=walk, enter_calls=enter_calls, name=name or "substitute")
+  def simplify(self) -> UOp:
+    from tg_core.uop.rewrite import graph_rewrite
+    from tg_core.uop.symbolic import symbolic
+    return graph_rewrite(self, symbolic, name="simplify")
+
+  # *** shape / device / addrspace (derived, cached) ***
+  @functools.cached_property
+  def _shape(self) -> tuple[sint, ...] | None:
+    match self.op:
+      case Ops.PARAM | Ops.BUFFER | Ops.RETURNED:
+        a: ParamArg = self.arg
+        if a.image is not None: return (a.image[0], a.image[1], 4)
+        return () if a.size is None else (a.size,)
+      case Ops.CONST | Ops.BIND | Ops.RANGE | Ops.SPECIAL: return ()
+      case Ops.RESHAPE | Ops.EXPAND: return tuple(self.arg)
+      case Ops.PERMUTE:
+        ps = self.src[0]._shape
+        return None if ps is None else tuple(ps[i] for i in self.arg)
+      case Ops.PAD:
+        ps = self.src[0]._shape
+        return None if ps is None else tuple(s + b + e for s, (b, e) in zip(ps, self.arg))
+      case Ops.SHRINK: return tuple(e - b for b, e in self.arg)
+      case Ops.FLIP: return self.src[0]._shape
+      case Ops.REDUCE_AXIS:
+        ps = self.src[0]._shape
+        return None if ps is None else tuple(1 if i in self.arg[1] else s for i, s in enumerate(ps))
+      case Ops.UNSHARD:
+        ps = self.src[0]._shape
+        n = len(self.src[0].device) if isinstance(self.src[0].device, tuple) else 1
+        return None if ps is None else tuple(s * n if i in self.arg else s for i, s in enumerate(ps))
+      case Ops.MSTACK | Ops.MSELECT | Ops.COPY | Ops.CONTIGUOUS | Ops.CONTIGUOUS_BACKWARD | Ops.DETACH | Ops.AFTER | Ops.ALLREDUCE: return self.src[0]._shape
+      case Ops.BITCAST:
+        ps = self.src[0]._shape
+        if ps is None or self.dtype.itemsize == self.src[0].dtype.itemsize or len(ps) == 0: return ps
+        return ps[:-1] + ((ps[-1] * self.src[0].dtype.itemsize) // self.dtype.itemsize,)
+      case Ops.CALL:
+        if self.dtype == dtypes.void: return None  # a void CALL has no shape
+        return ()
+      case Ops.STORE | Ops.SINK | Ops.GROUP | Ops.LINEAR | Ops.PROGRAM | Ops.SOURCE | Ops.BINARY | Ops.END | Ops.IF | Ops.ENDIF | Ops.BARRIER | \
+           Ops.REWRITE_ERROR | Ops.NOOP | Ops.CUSTOM_FUNCTION | Ops.INDEX | Ops.LOAD | Ops.REDUCE | Ops.STAGE | Ops.STACK | Ops.GEP | \
+           Ops.UNROLL | Ops.CONTRACT | Ops.WMMA | Ops.CUSTOM | Ops.CUSTOMI | Ops.GETADDR | Ops.INS | Ops.PYLITERAL | Ops.DEVICE:
+        return None
+    # ALU and CAST: all sources with a shape must agree
+    shapes = [s._shape for s in self.src if s._shape is not None]
+    if not shapes: return None
+    if not all(s == shapes[0] for s in shapes[1:]): raise ValueError(f"shape mismatch in {self.op}: {shapes}")
+    return shapes[0]
+  @property
+  def shape(self) -> tuple[sint, ...]:
+    if (s := self._shape) is None: raise RuntimeError(f"{self.op} has no shape")
+    return s
+  @property
+  def ndim(self) -> int: return len(self.shape)
+  def numel(self) -> sint: return prod(self.shape)
+  def max_numel(self) -> int: return prod(s if isinstance(s, int) else s.vmax for s in self.shape)
+  @functools.cached_property
+  def device(self) -> str | tuple[str, ...] | None:
+    match self.op:
+      case Ops.DEVICE: return self.arg
+      case Ops.PARAM | Ops.BUFFER | Ops.RETURNED: return self.arg.device
+      case Ops.COPY: return self.src[1].device
+      case Ops.MSTACK: return tuple(str(s.device) for s in self.src)
+      case Ops.MSELECT:
+        d = self.src[0].device
+        return d[self.arg] if isinstance(d, tuple) else d
+    for s in self.src:
+      if (d := s.device) is not None: return d
+    return None
+  @functools.cached_property
+  def addrspace(self) -> AddrSpace:
+    if self.op in GroupOp.Defines: return self.arg.addrspace
+    if self.op in {Ops.SPECIAL, Ops.RANGE, Ops.LOAD, Ops.CONST}: return AddrSpace.ALU  # LOAD brings things into the ALU
+    if self.op is Ops.INDEX or self.op in GroupOp.Movement or self.op in {Ops.AFTER, Ops.BITCAST}: return self.src[0].addrspace
+    return AddrSpace.ALU
+  @property
+  def base(self) -> UOp:
+    return self.src[0].base if self.op in GroupOp.Movement else self
+  @property
+  def buf_uop(self) -> UOp:
+    """The BUFFER/PARAM/RETURNED under views and AFTERs."""
+    u = self
+    while u.op not in GroupOp.Defines:
+      if u.op in GroupOp.Movement or u.op in {Ops.AFTER, Ops.CONTIGUOUS, Ops.BITCAST, Ops.INDEX}: u = u.src[0]
+      else: raise RuntimeError(f"{u.op} is not a buffer")
+    return u
+  @functools.cached_property
+  def ranges(self) -> dict[UOp, None]:
+    """Open RANGEs this node depends on (ENDed and REDUCEd ranges are closed)."""
+    if self.op is Ops.RANGE: return {self: None}
+    ret: dict[UOp, None] = {}
+    start = 1 if self.op in {Ops.END, Ops.REDUCE, Ops.STAGE} else 0
+    for s in self.src[:start]: ret.update(s.ranges)
+    closed = set(self.src[start:]) if start else set()
+    for s in self.src[start:]:
+      if s.op is not Ops.RANGE: ret.update(s.ranges)
+    if start: ret = {r: None for r in ret if r not in closed}
+    else:
+      for s in self.src[start:]: ret.update(s.ranges)
+    return ret
+
+  # *** constructors ***
+  @staticmethod
+  def const(dtype: DType, b: ConstType | tuple | UOp, device: str | tuple[str, ...] | None = None, shape: tuple[sint, ...] | None = None) -> UOp:
+    if isinstance(b, UOp): return b.cast(dtype) if b.dtype != dtype else b
+    ret = UOp(Ops.CONST, dtype, arg=dtypes.as_const(b, dtype) if dtype != dtypes.void else b,
+              src=(UOp(Ops.DEVICE, arg=device),) if device is not None else ())
+    if shape is not None: ret = ret.reshape((1,) * len(shape)).expand(shape)
+    return ret
+  def const_like(self, b: ConstType | UOp) -> UOp:
+    return UOp.const(self.dtype, b, None)
+  @staticmethod
+  def cconst(v: ConstType, dtype: DType) -> UOp: return UOp.const(dtype, v)
+  @staticmethod
+  def variable(name: str, min_val: ConstType, max_val: ConstType, dtype: DType = dtypes.weakint, multiple_of: int | None = None) -> UOp:
+    """A symbolic integer in [min_val, max_val]: a 0-d BUFFER in the ALU addrspace. `.bind(v)` gives it a value."""
+    if isinstance(min_val, UOp) or isinstance(max_val, UOp): raise TypeError("variable bounds must be concrete")
+    if min_val > max_val: raise ValueError(f"variable {name}: min {min_val} > max {max_val}")
+    return UOp(Ops.BUFFER, dtype, arg=ParamArg(-1, dtype, None, (min_val, max_val), multiple_of, name, AddrSpace.ALU))
+  @property
+  def is_variable(self) -> bool: return self.op is Ops.BUFFER and self.arg.addrspace is AddrSpace.ALU
+  @property
+  def is_bound_var(self) -> bool: return self.op is Ops.BIND
+  def bind(self, val: int) -> UOp:
+    if not self.is_variable: raise RuntimeError(f"can only bind a variable, not {self.op}")
+    lo, hi = self.arg.vmin_vmax
+    if not lo <= val <= hi: raise ValueError(f"bind {val} out of range for variable {self.arg.name!r} [{lo}, {hi}]")
+    return UOp(Ops.BIND, self.dtype, (self, self.const_like(val)))
+  def unbind(self) -> tuple[UOp, int]:
+    assert self.op is Ops.BIND, f"can't unbind {self.op}"
+    return self.src[0], self.src[1].arg
+  @property
+  def expr(self) -> str: return self.arg.name
+  @staticmethod
+  def new_buffer(device: str | tuple[str, ...], size: int, dtype: DType, num: int | None = None) -> UOp:
+    if not isinstance(size, int): raise TypeError(f"buffer size must be a concrete int, got {size!r}")
+    dtype = strong_dtype(dtype)
+    return UOp(Ops.BUFFER, dtype, arg=ParamArg(next(UOp.unique_num) if num is None else num, dtype, size, device=device))
+  @staticmethod
+  def param(slot: int, dtype: DType, shape: sint | tuple[sint, ...] | None = None, device: str | tuple[str, ...] | None = None,
+            vmin_vmax: tuple | None = None, multiple_of: int | None = None, name: str | None = None, addrspace: AddrSpace = AddrSpace.GLOBAL,
+            volatile: bool = False) -> UOp:
+    """A single sint or 1-d shape gives a flat param of that size, None gives a scalar param. The arg stores only the
+    concrete max size: a multi-dim shape is a RESHAPE on the flat param, a symbolic shape a max-size param shrunk."""
+    if dtypes.is_weak(dtype): raise RuntimeError(f"cannot create param for weak dtype {dtype}")
+    if shape is None: return UOp(Ops.PARAM, dtype, arg=ParamArg(slot, dtype, None, vmin_vmax, multiple_of, name, addrspace, device, volatile))
+    shp = (shape,) if not isinstance(shape, tuple) else shape
+    size = prod(s if isinstance(s, int) else s.vmax for s in shp)
+    ret = UOp(Ops.PARAM, dtype, arg=ParamArg(slot, dtype, size, vmin_vmax, multiple_of, name, addrspace, device, volatile))
+    return ret.view_as(shp)
+  def view_as(self, shape: tuple[sint, ...]) -> UOp:
+    max_shape = tuple(s if isinstance(s, int) else s.vmax for s in shape)
+    ret = self.reshape(max_shape) if max_shape != self.shape else self
+    if max_shape != shape: ret = ret.shrink(tuple((0, s) for s in shape))
+    return ret
+  def param_like(self, slot: int) -> UOp:
+    if self.is_variable or self.is_bound_var:
+      v = self if self.is_variable else self.src[0]
+      return UOp(Ops.PARAM, v.dtype, arg=ParamArg(-1, v.dtype, None, v.arg.vmin_vmax, v.arg.multiple_of, f"p{slot}", AddrSpace.ALU))
+    return UOp.param(slot, self.dtype, self.shape if self.shape else None, self.device, addrspace=self.addrspace)
+  @staticmethod
+  def returned(placement: int, dtype: DType, shape: tuple[sint, ...] | None = None, device: str | tuple[str, ...] | None = None) -> UOp:
+    size = None if not shape else prod(s if isinstance(s, int) else s.vmax for s in shape)
+    ret = UOp(Ops.RETURNED, dtype, arg=ParamArg(placement, dtype, size, device=device))
+    return ret.view_as(shape) if shape else ret
+  @staticmethod
+  def sink(*srcs: UOp | None, **kwargs: Any) -> UOp: return UOp(Ops.SINK, dtypes.void, tuple(x for x in srcs if x is not None), **kwargs)
+  @staticmethod
+  def group(*srcs: UOp | None) -> UOp:
+    s = tuple(x for x in srcs if x is not None)
+    return s[0] if len(s) == 1 else UOp(Ops.GROUP, dtypes.void, s)
+  def detach(self) -> UOp: return UOp(Ops.DETACH, self.dtype, (self,))
+  def contiguous(self, *args: UOp, **kwargs: Any) -> UOp: return UOp(Ops.CONTIGUOUS, self.dtype, (self, *args), **kwargs)
+  def contiguous_backward(self) -> UOp: return UOp(Ops.CONTIGUOUS_BACKWARD, self.dtype, (self,))
+  def copy_to_device(self, device: str | tuple[str, ...]) -> UOp: return UOp(Ops.COPY, self.dtype, (self, UOp(Ops.DEVICE, arg=device)))
+  def after(self, *deps: UOp) -> UOp: return UOp(Ops.AFTER, self.dtype, (self, *deps))
+  def store(self, val: UOp | ConstType, *gate: UOp) -> UOp:
+    return UOp(Ops.STORE, dtypes.void, (self, val if isinstance(val, UOp) else self.const_like(val), *gate))
+  def load(self, *src: UOp, dtype: DType | None = None) -> UOp: return UOp(Ops.LOAD, dtype or self.dtype, (self, *src))
+  def index(self, *idx: UOp, dtype: DType | None = None) -> UOp: return UOp(Ops.INDEX, dtype or self.dtype, (self, *idx))
+  def end(self, *rngs: UOp) -> UOp: return UOp(Ops.END, dtypes.void, (self, *rngs)) if rngs else self
+  @staticmethod
+  def range(end: sint, axis_id: int, axis_type: AxisType = AxisType.LOOP, dtype: DType = dtypes.weakint) -> UOp:
+    return UOp(Ops.RANGE, dtype, (sint_to_uop(end),), (axis_id, axis_type))
+  @staticmethod
+  def special(end: sint, name: str, dtype: DType = dtypes.weakint) -> UOp: return UOp(Ops.SPECIAL, dtype, (sint_to_uop(end),), name)
+  def call(self, *srcs: UOp, grad_fxn: Callable | None = None, name: str | None = None, precompile: bool = False,
+           precompile_backward: bool = False, aux: Any = None) -> UOp:
+    """Call this body with `srcs` bound to its PARAM slots. Opaque bodies give a void CALL; a value body gives a
+    value-producing CALL (see `call_outputs`) and this returns the CALL."""
+    if self.op in _OPAQUE_CALL_BODIES:
+      return UOp(Ops.CALL, dtypes.void, (self, *srcs), CallInfo(grad_fxn, name, precompile, precompile_backward, aux))
+    return UOp.call_outputs((self,), *srcs, grad_fxn=grad_fxn, name=name, precompile=precompile, precompile_backward=precompile_backward, aux=aux)
+  @staticmethod
+  def call_outputs(values: Sequence[UOp], *srcs: UOp, grad_fxn: Callable | None = None, name: str | None = None, precompile: bool = False,
+                   precompile_backward: bool = False, aux: Any = None) -> UOp:
+    """A value-producing CALL computing `values` (expressions over PARAMs slotted 0..len(srcs)-1) from `srcs`.
+    Its body is a SINK of stores into output PARAMs slotted after the inputs; each output has a RETURNED input."""
+    for v in values:
+      if v.ranges: raise RuntimeError(f"ranges {list(v.ranges)} are leaking out of the call")
+    device = next((d for d in [*(v.device for v in values), *(s.device for s in srcs)] if d is not None), None)
+    body = UOp.sink(*[UOp.param(len(srcs)+i, strong_dtype(v.dtype), v.shape if v.shape else None, v.device or device).store(v)
+                      for i, v in enumerate(values)])
+    rets = []
+    for i, v in enumerate(values):
+      shp = v.shape
+      if any(isinstance(s, UOp) for s in shp): shp = tuple(substitute_params(s, srcs) if isinstance(s, UOp) else s for s in shp)
+      rets.append(UOp.returned(len(srcs) + 1 + i, strong_dtype(v.dtype), shp if shp else None, v.device or device))
+    return UOp(Ops.CALL, dtypes.void, (body, *srcs, *rets), CallInfo(grad_fxn, name, precompile, precompile_backward, aux))
+  @property
+  def num_returned(self) -> int:
+    if self.op is not Ops.CALL: return 0
+    return sum(1 for s in self.src[1:] if s.base.op is Ops.RETURNED)
+  @property
+  def returned_outputs(self) -> tuple[UOp, ...]:
+    if self.op is not Ops.CALL: raise RuntimeError(f"returned_outputs of {self.op}, expected CALL")
+    return tuple(s.after(self) for s in self.src[1:] if s.base.op is Ops.RETURNED)
+  @property
+  def call_args(self) -> tuple[UOp, ...]:
+    return self.src[1:len(self.src)-self.num_returned]
+  @staticmethod
+  def custom_function(name: str, *src: UOp) -> UOp: return UOp(Ops.CUSTOM_FUNCTION, dtypes.void, src, name)
+
+  # *** ALU ***
+  def alu(self, op: Ops, *src: UOp | ConstType, dtype: DType | None = None) -> UOp:
+    srcs = (self, *(s if isinstance(s, UOp) else self.const_like(s) for s in src))
+    if dtype is None:
+      dtype = dtypes.bool if op in GroupOp.Comparison else (least_upper_dtype(*[s.dtype for s in srcs[-2:]]) if op is Ops.WHERE else
+              least_upper_dtype(*[s.dtype for s in srcs]) if op not in {Ops.SHL, Ops.SHR} else self.dtype)
+      if srcs[0].dtype.count > 1 and op in GroupOp.Comparison: dtype = dtypes.bool.vec(srcs[0].dtype.count)
+    return UOp(op, dtype, srcs)
+  def _binop(self, op: Ops, x: UOp | ConstType, reverse: bool) -> UOp:
+    y = x if isinstance(x, UOp) else self.const_like(x)
+    if y.dtype != self.dtype:
+      dt = least_upper_dtype(self.dtype, y.dtype)
+      a, b = (self if self.dtype == dt else self.cast(dt)), (y if y.dtype == dt else y.cast(dt))
+    else: a, b = self, y
+    return b.alu(op, a) if reverse else a.alu(op, b)
+  def __add__(self, x: UOp | ConstType) -> UOp: return self._binop(Ops.ADD, x, False)
+  def __radd__(self, x: UOp | ConstType) -> UOp: return self._binop(Ops.ADD, x, True)
+  def __sub__(self, x: UOp | ConstType) -> UOp: return self._binop(Ops.ADD, -x if not isinstance(x, UOp) else x * -1, False)
+  def __rsub__(self, x: UOp | ConstType) -> UOp: return (self * -1)._binop(Ops.ADD, x, True)
+  def __mul__(self, x: UOp | ConstType) -> UOp: return self._binop(Ops.MUL, x, False)
+  def __rmul__(self, x: UOp | ConstType) -> UOp: return self._binop(Ops.MUL, x, True)
+  def __floordiv__(self, x: UOp | ConstType) -> UOp:
+    """C-style integer division (truncates toward zero), not Python's floor division."""
+    return self._binop(Ops.IDIV, x, False)
+  def __rfloordiv__(self, x: UOp | ConstType) -> UOp: return self._binop(Ops.IDIV, x, True)
+  def __mod__(self, x: UOp | ConstType) -> UOp:
+    """C-style remainder (takes the dividend's sign), not Python's modulo."""
+    return self._binop(Ops.MOD, x, False)
+  def __rmod__(self, x: UOp | ConstType) -> UOp: return self._binop(Ops.MOD, x, True)
+  def __truediv__(self, x: UOp | ConstType) -> UOp: return self * (x.reciprocal() if isinstance(x, UOp) else self.const_like(1 / x))
+  def __neg__(self) -> UOp: return self * -1 if self.dtype != dtypes.bool else self.logical_not()
+  def __lt__(self, x: UOp | ConstType) -> UOp: return self._binop(Ops.CMPLT, x, False)
+  def __gt__(self, x: UOp | ConstType) -> UOp: return self._binop(Ops.CMPLT, x, True)
+  def __ge__(self, x: UOp | ConstType) -> UOp: return (self < x).logical_not()
+  def __le__(self, x: UOp | ConstType) -> UOp: return (self > x).logical_not()
+  def __and__(self, x: UOp | ConstType) -> UOp: return self._binop(Ops.AND, x, False)
+  def __rand__(self, x: UOp | ConstType) -> UOp: return self._binop(Ops.AND, x, True)
+  def __or__(self, x: UOp | ConstType) -> UOp: return self._binop(Ops.OR, x, False)
+  def __ror__(self, x: UOp | ConstType) -> UOp: return self._binop(Ops.OR, x, True)
+  def __xor__(self, x: UOp | ConstType) -> UOp: return self._binop(Ops.XOR, x, False)
+  def __rxor__(self, x: UOp | ConstType) -> UOp: return self._binop(Ops.XOR, x, True)
+  def __lshift__(self, x: UOp | ConstType) -> UOp: return self.alu(Ops.SHL, x)
+  def __rshift__(self, x: UOp | ConstType) -> UOp: return self.alu(Ops.SHR, x)
+  def __bool__(self) -> bool:
+    if self.op is Ops.CONST: return bool(self.arg)
+    raise RuntimeError(f"truth value of a symbolic {self.op} is ambiguous; use resolve(x) or sym_infer")
+  def __index__(self) -> int:
+    if self.op is Ops.CONST and isinstance(self.arg, int): return self.arg
+    raise TypeError(f"symbolic {self.op} can't be used as an int")
+  __eq__ = object.__eq__
+  __hash__ = object.__hash__
+  def eq(self, x: UOp | ConstType) -> UOp: return self._binop(Ops.CMPEQ, x, False)
+  def ne(self, x: UOp | ConstType) -> UOp: return self._binop(Ops.CMPNE, x, False)
+  def logical_not(self) -> UOp: return self.ne(True)
+  def maximum(self, x: UOp | ConstType) -> UOp: return self._binop(Ops.MAX, x, False)
+  def minimum(self, x: UOp | ConstType) -> UOp: return -((-self).maximum(-x if not isinstance(x, UOp) else x * -1))
+  def where(self, x: UOp | ConstType, y: UOp | ConstType) -> UOp:
+    if isinstance(x, UOp) and not isinstance(y, UOp): y = x.const_like(y)
+    elif isinstance(y, UOp) and not isinstance(x, UOp): x = y.const_like(x)
+    elif not isinstance(x, UOp) and not isinstance(y, UOp):
+      dt = least_upper_dtype(dtypes.from_py(x), dtypes.from_py(y))
+      x, y = UOp.const(dt, x), UOp.const(dt, y)
+    assert isinstance(x, UOp) and isinstance(y, UOp)
+    if x.dtype != y.dtype:
+      dt = least_upper_dtype(x.dtype, y.dtype)
+      x, y = x.cast(dt), y.cast(dt)
+    return UOp(Ops.WHERE, x.dtype, (self, x, y))
+  def reciprocal(self) -> UOp: return self.alu(Ops.RECIPROCAL)
+  def sqrt(self) -> UOp: return self.alu(Ops.SQRT)
+  def exp2(self) -> UOp: return self.alu(Ops.EXP2)
+  def log2(self) -> UOp: return self.alu(Ops.LOG2)
+  def sin(self) -> UOp: return self.alu(Ops.SIN)
+  def trunc(self) -> UOp: return self.alu(Ops.TRUNC)
+  def cast(self, dtype: DType) -> UOp: return self if self.dtype == dtype else UOp(Ops.CAST, dtype, (self,))
+  def bitcast(self, dtype: DType) -> UOp: return self if self.dtype == dtype else UOp(Ops.BITCAST, dtype, (self,))
+  def gep(self, i: int | tuple[int, ...]) -> UOp:
+    if isinstance(i, int): i = (i,)
+    if self.dtype.count == len(i) and i == tuple(range(len(i))): return self
+    return UOp(Ops.GEP, self.dtype.scalar().vec(len(i)) if len(i) > 1 else self.dtype.scalar(), (self,), i)
+  def broadcast(self, count: int) -> UOp:
+    return self if count == 1 else UOp(Ops.STACK, self.dtype.vec(count), (self,) * count)
+  def f(self, op: Ops, **kwargs: Any) -> UOp: return UOp(op, kwargs.pop("dtype", self.dtype), (self,), **kwargs)
+
+  # *** movement (tensor graph) ***
+  def _mop(self, op: Ops, arg: Any) -> UOp: return UOp(op, self.dtype, (self,), arg)
+  def reshape(self, shape: tuple[sint, ...]) -> UOp:
+    shape = tuple(shape)
+    if any(not isinstance(s, UOp) and s < 0 for s in shape): raise ValueError(f"shape can't contain negative numbers {shape}")
+    if resolve(prod(self.shape) != prod(shape), False): raise ValueError(f"bad reshape: {self.shape} -> {shape}")
+    return self if self.shape == shape else self._mop(Ops.RESHAPE, shape)
+  def expand(self, shape: tuple[sint, ...]) -> UOp:
+    shape = tuple(shape)
+    if len(shape) != len(self.shape) or any(s != n and s != 1 for s, n in zip(self.shape, shape)):
+      raise ValueError(f"bad expand: {self.shape} -> {shape}")
+    return self if self.shape == shape else self._mop(Ops.EXPAND, shape)
+  def permute(self, order: tuple[int, ...]) -> UOp:
+    order = tuple(order)
+    if sorted(order) != list(range(len(self.shape))): raise ValueError(f"bad permute {order} for shape {self.shape}")
+    return self if order == tuple(range(len(order))) else self._mop(Ops.PERMUTE, order)
+  def pad(self, arg: tuple[tuple[sint, sint], ...]) -> UOp:
+    arg = tuple((b, e) for b, e in arg)
+    if len(arg) != len(self.shape): raise ValueError(f"bad pad {arg} for shape {self.shape}")
+    return self if all(b == 0 and e == 0 for b, e in arg) else self._mop(Ops.PAD, arg)
+  def shrink(self, arg: tuple[tuple[sint, sint], ...]) -> UOp:
+    arg = tuple((b, e) for b, e in arg)
+    if len(arg) != len(self.shape): raise ValueError(f"bad shrink {arg} for shape {self.shape}")
+    return self if all(b == 0 and e == s for (b, e), s in zip(arg, self.shape)) else self._mop(Ops.SHRINK, arg)
+  def shrink_to(self, shape: tuple[sint, ...]) -> UOp: return self.shrink(tuple((0, s) for s in shape))
+  def flip(self, axis: tuple[bool, ...]) -> UOp:
+    axis = tuple(axis)
+    return self if not any(axis) else self._mop(Ops.FLIP, axis)
+  def r(self, op: Ops, axis: tuple[int, ...]) -> UOp:
+    axis = tuple(sorted(a for a in axis if resolve(self.shape[a] != 1)))
+    return self if not axis else UOp(Ops.REDUCE_AXIS, self.dtype, (self,), (op, axis))
+  def _rop(self, op: Ops, axis: tuple[int, ...]) -> UOp: return self.r(op, axis)
+
+  # *** value ranges (for symbolic simplification) ***
+  @property
+  def vmin(self) -> ConstType: return self._min_max[0]
+  @property
+  def vmax(self) -> ConstType: return self._min_max[1]
+  @functools.cached_property
+  def _min_max(self) -> tuple[ConstType, ConstType]:
+    if self.op in GroupOp.Binary and not dtypes.is_float(self.dtype):
+      (s0_vmin, s0_vmax), (s1_vmin, s1_vmax) = self.src[0]._min_max, self.src[1]._min_max
+      if self.op is Ops.ADD: return s0_vmin + s1_vmin, s0_vmax + s1_vmax
+      if self.op is Ops.SUB: return s0_vmin - s1_vmax, s0_vmax - s1_vmin
+      if self.op is Ops.AND and dtypes.is_int(self.dtype) and s1_vmin == s1_vmax >= 0 and s0_vmin >= 0: return 0, min(s0_vmax, s1_vmax)
+      if self.op is Ops.MUL:
+        vals = (s0_vmin * s1_vmin, s0_vmin * s1_vmax, s0_vmax * s1_vmin, s0_vmax * s1_vmax)
+        return min(vals), max(vals)
+      if self.op is Ops.SHL and s1_vmin == s1_vmax and all_int((s0_vmin, s0_vmax, s1_vmin)) and 0 <= s1_vmin < 64:
+        return s0_vmin << s1_vmin, s0_vmax << s1_vmin
+      if self.op is Ops.SHR and s1_vmin == s1_vmax and all_int((s0_vmin, s0_vmax, s1_vmin)) and 0 <= s1_vmin < 64:
+        return s0_vmin >> s1_vmin, s0_vmax >> s1_vmin
+      if self.op is Ops.MOD:
+        if s1_vmin > 0: return (0 if s0_vmin >= 0 else -(s1_vmax - 1)), (0 if s0_vmax <= 0 else s1_vmax - 1)
+        if s1_vmax < 0: return (0 if s0_vmin >= 0 else -(-s1_vmin - 1)), (0 if s0_vmax <= 0 else -s1_vmin - 1)
+        m = max(abs(s1_vmin), abs(s1_vmax)) - 1
+        return (0 if s0_vmin >= 0 else -m), (0 if s0_vmax <= 0 else m)
+      if self.op is Ops.IDIV:
+        assert isinstance(s0_vmin, int) and isinstance(s0_vmax, int) and isinstance(s1_vmin, int) and isinstance(s1_vmax, int)
+        if s1_vmin == s1_vmax == 0: return self.dtype.min, self.dtype.max
+        if s1_vmin > 0 or s1_vmax < 0:  # divisor doesn't contain 0: extremes are at the corners
+          vals = [cdiv(a, b) for a in (s0_vmin, s0_vmax) for b in (s1_vmin, s1_vmax)]
+          return min(vals), max(vals)
+        m = max(abs(s0_vmin), abs(s0_vmax))
+        return -m, m
+      if self.op is Ops.MAX: return max(s0_vmin, s1_vmin), max(s0_vmax, s1_vmax)
+      if self.op is Ops.CMPLT: return (s0_vmax < s1_vmin, s0_vmin < s1_vmax)
+      if self.op is Ops.CMPNE: return ((s0_vmax < s1_vmin) or (s1_vmax < s0_vmin), not (s0_vmin == s0_vmax == s1_vmin == s1_vmax))
+      if self.op is Ops.CMPEQ: return (s0_vmin == s0_vmax == s1_vmin == s1_vmax, not ((s0_vmax < s1_vmin) or (s1_vmax < s0_vmin)))
+      if self.dtype == dtypes.bool:
+        if self.op is Ops.OR: return s0_vmin or s1_vmin, s0_vmax or s1_vmax
+        if self.op is Ops.AND: return s0_vmin and s1_vmin, s0_vmax and s1_vmax
+    if self.op is Ops.NEG and not dtypes.is_float(self.dtype): return -self.src[0].vmax, -self.src[0].vmin
+    if self.op is Ops.WHERE and dtypes.is_int(self.dtype): return min(self.src[1].vmin, self.src[2].vmin), max(self.src[1].vmax, self.src[2].vmax)
+    if self.op is Ops.WHERE and self.dtype == dtypes.bool:
+      return min(self.src[1].vmin, self.src[2].vmin), max(self.src[1].vmax, self.src[2].vmax)
+    if self.op is Ops.CONST and not isinstance(self.arg, tuple): return self.arg, self.arg
+    if self.op in (Ops.BUFFER, Ops.PARAM) and self.arg.vmin_vmax is not None: return self.arg.vmin_vmax
+    if self.op is Ops.BIND: return self.src[0]._min_max
+    if self.op in {Ops.RANGE, Ops.SPECIAL}: return 0, (self.src[0] - 1).vmax
+    if self.op is Ops.CAST and dtypes.is_int(self.dtype) and self.src[0].dtype in dtypes.ints + (dtypes.bool,):
+      lo, hi = self.src[0]._min_max
+      if self.dtype.min <= lo and hi <= self.dtype.max: return lo, hi
+    if self.op is Ops.CAST and self.dtype == dtypes.bool: return bool(self.src[0].vmin) and self.src[0].vmin > 0 or self.src[0].vmax < 0, \
+      bool(self.src[0].vmax) or bool(self.src[0].vmin)
+    return self.dtype.min, self.dtype.max
+
+  # *** constant folding helpers ***
+  @property
+  def is_const(self) -> bool: return self.op is Ops.CONST
+  def const_arg(self) -> ConstType:
+    if self.op is not Ops.CONST: raise RuntimeError(f"{self.op} is not a CONST")
+    return self.arg
+  def render(self, simplify: bool = True) -> str:
+    from tg_core.uop.render import render_expr
+    return render_expr(self.simplify() if simplify else self)
+
+_OPAQUE_CALL_BODIES = {Ops.SINK, Ops.PROGRAM, Ops.LINEAR, Ops.COPY, Ops.CUSTOM_FUNCTION}
+UOp._OPAQUE_CALL_BODIES = _OPAQUE_CALL_BODIES  # type: ignore[attr-defined]
+
+def cdiv(x: int, y: int) -> int:
+  """C-style integer division: the quotient truncates toward zero (Python's // floors)."""
+  return abs(x) // abs(y) * (1 if (x < 0) == (y < 0) else -1) if y != 0 else 0
+def cmod(x: int, y: int) -> int:
+  """C-style remainder: x - cdiv(x, y)*y, with the sign of x (Python's % takes the sign of y)."""
+  return x - cdiv(x, y) * y if y != 0 else 0
+
+def sint_to_uop(x: sint, dtype: DType = dtypes.weakint) -> UOp: return UOp.const(dtype, x) if isinstance(x, int) else x
+
+def substitute_params(x: UOp, srcs: Sequence[UOp]) -> UOp:
+  """Replace slot>=0 PARAMs in x by the call args they stand for (ALU/shape variables, slot -1, stay)."""
+  subs = {p: srcs[p.arg.slot] for p in x.toposort() if p.op is Ops.PARAM and p.arg.slot >= 0 and p.arg.slot < len(srcs)}
+  return x.substitute(subs) if subs else x
+
+# *** python execution of ALU ops on constants (used by folding and by the PYTHON device) ***
+def _safe_div(x: float, y: float) -> float:
+  if y == 0: return math.copysign(math.inf, x) * math.copysign(1, y) if x != 0 and not math.isnan(x) else math.nan
+  return x / y
+
+def _exp2(x: float) -> float:
+  try: return 2.0 ** x
+  except OverflowError: return math.inf
+
+python_alu: dict[Ops, Callable[..., Any]] = {
+  Ops.LOG2: lambda x: math.log2(x) if x > 0 else -math.inf if x == 0 else math.nan,
+  Ops.EXP2: _exp2, Ops.SQRT: lambda x: math.sqrt(x) if x >= 0 else math.nan,
+  Ops.RECIPROCAL: lambda x: _safe_div(1.0, x),
+  Ops.SIN: lambda x: math.sin(x) if not math.isinf(x) else math.nan,
+  Ops.NEG: lambda x: (not x) if isinstance(x, bool) else -x, Ops.TRUNC: lambda x: x if isinstance(x, int) or not math.isfinite(x) else float(math.trunc(x)),
+  Ops.ADD: lambda x, y: x + y, Ops.SUB: lambda x, y: x - y, Ops.MUL: lambda x, y: x * y,
+  Ops.SHR: lambda x, y: x >> y, Ops.SHL: lambda x, y: x << y, Ops.MAX: lambda x, y: x if (x >= y or math.isnan(x) if isinstance(x, float) else x >= y) else y,
+  Ops.CMPLT: lambda x, y: x < y, Ops.CMPNE: lambda x, y: x != y, Ops.CMPEQ: lambda x, y: x == y,
+  Ops.XOR: lambda x, y: x ^ y, Ops.OR: lambda x, y: x | y, Ops.AND: lambda x, y: x & y,
+  Ops.MOD: cmod, Ops.IDIV: cdiv, Ops.FDIV: _safe_div, Ops.POW: lambda x, y: x ** y,
+  Ops.MULACC: lambda x, y, z: x * y + z, Ops.WHERE: lambda x, y, z: y if x else z}
+
+def exec_alu(op: Ops, dtype: DType, operands: Sequence[ConstType]) -> ConstType:
+  """Evaluate one ALU op on Python constants with the IR's semantics, wrapping to dtype."""
+  if dtype.count > 1: raise TypeError("exec_alu is scalar-only")
+  if op is Ops.IDIV and operands[1] == 0 or op is Ops.MOD and operands[1] == 0: raise ZeroDivisionError(f"{op} by zero")
+  ret = python_alu[op](*operands)
+  return dtypes.as_const(ret, dtype) if dtype != dtypes.weakint else truncate_int(ret, dtype)
+
+# *** resolving possibly-symbolic values ***
+def resolve(x: UOp | bool | int, default: bool = True) -> bool:
+  """A Python bool for a possibly-symbolic condition: its value when the value ranges decide it, else `default`."""
+  if not isinstance(x, UOp): return bool(x)
+  if x.dtype != dtypes.bool: raise ValueError(f"resolve needs a bool UOp, got {x.dtype}")
+  if x.vmin == x.vmax: return bool(x.vmin)
+  sx = x.simplify()
+  return bool(sx.vmin) if sx.vmin == sx.vmax else default
+
+def sym_infer(uop: UOp | int, var_vals: dict[UOp, int] | dict[str, int]) -> int:
+  """Evaluate a symbolic expression with its Variables set (keys are Variable UOps or their names)."""
+  if isinstance(uop, (int, float)): return uop
+  vals: dict[str, int] = {(k.arg.name if isinstance(k, UOp) else k): v for k, v in var_vals.items()}
+  cache: dict[UOp, Any] = {}
+  for u in uop.toposort():
+    if u.op is Ops.CONST: cache[u] = u.arg
+    elif u.is_variable or (u.op is Ops.PARAM and u.arg.addrspace is AddrSpace.ALU):
+      if u.arg.name not in vals: raise KeyError(f"no value for variable {u.arg.name!r}")
+      cache[u] = vals[u.arg.name]
+    elif u.op is Ops.BIND: cache[u] = cache[u.src[1]]
+    elif u.op is Ops.CAST: cache[u] = dtypes.as_const(cache[u.src[0]], u.dtype)
+    elif u.op in GroupOp.ALU: cache[u] = exec_alu(u.op, u.dtype, [cache[s] for s in u.src])
+    else: raise RuntimeError(f"sym_infer can't evaluate {u.op}")
+  return cache[uop]
+
+def smax(*lst: sint) -> sint:
+  vals = lst[0] if len(lst) == 1 and isinstance(lst[0], (tuple, list)) else lst
+  return functools.reduce(lambda a, b: b.maximum(a) if isinstance(b, UOp) else a.maximum(b) if isinstance(a, UOp) else max(a, b), vals)
+def smin(*lst: sint) -> sint:
+  vals = lst[0] if len(lst) == 1 and isinstance(lst[0], (tuple, list)) else lst
+  return functools.reduce(lambda a, b: b.minimum(a) if isinstance(b, UOp) else a.minimum(b) if isinstance(a, UOp) else min(a, b), vals)
+def ssimplify(x: sint) -> sint: return x.simplify() if isinstance(x, UOp) else x
+
+def Variable(name: str, min_val: ConstType, max_val: ConstType, dtype: DType = dtypes.weakint) -> UOp:
+  return UOp.variable(name, min_val, max_val, dtype)
+
+def identity_element(op: Ops, dt: DType) -> ConstType: return dtypes.as_const({Ops.ADD: 0, Ops.MUL: 1, Ops.MAX: dt.min}[op], dt)
+
+__all__ = ["UOp", "ParamArg", "CallInfo", "KernelInfo", "AxisType", "sint", "resolve", "sym_infer", "smax", "smin", "ssimplify",
+           "Variable", "identity_element", "exec_alu", "cdiv", "cmod", "UOpMetaClass"]
