@@ -1,0 +1,69 @@
+"""Codegen: kernel AST -> linear program -> source code, for one renderer.
+
+Passes, in order: symbolic simplification of the index arithmetic, grid dims (output loops become SPECIAL grid
+indices on renderers that launch a grid), REDUCE -> register accumulators, weak dtypes -> concrete widths,
+renderer-specific rewrites, then linearization and rendering."""
+from __future__ import annotations
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from tg_core.dtype import AddrSpace
+from tg_core.helpers import DEBUG, prod
+from tg_core.uop import GroupOp, Ops
+from tg_core.uop.ops import UOp
+from tg_core.uop.rewrite import graph_rewrite
+from tg_core.codegen.linearize import linearize
+from tg_core.codegen.lowerer import ReduceContext, add_gpudims, lower_weak, pm_lower_reduce
+
+if TYPE_CHECKING:
+  from tg_core.device import Renderer
+
+@dataclass
+class ProgramSpec:
+  """A compiled-ready program: its source, launch dims and what it reads and writes."""
+  name: str
+  src: str
+  device: str
+  ast: UOp
+  uops: list[UOp]
+  global_size: list[int] = field(default_factory=lambda: [1, 1, 1])
+  local_size: list[int] | None = None
+  vars: list[UOp] = field(default_factory=list)
+  globals: list[int] = field(default_factory=list)
+  outs: list[int] = field(default_factory=list)
+  ins: list[int] = field(default_factory=list)
+  estimated_ops: int = 0
+  estimated_mem: int = 0
+
+def _symbolic():
+  from tg_core.uop.symbolic import symbolic
+  return symbolic
+
+def full_rewrite_to_sink(ast: UOp, ren: Renderer) -> UOp:
+  from tg_core.uop.spec import spec_program, verify_if_spec
+  sink = graph_rewrite(ast, _symbolic(), name="simplify kernel")
+  sink = add_gpudims(sink, ren.global_max)
+  sink = graph_rewrite(sink, pm_lower_reduce, ctx=ReduceContext(), name="lower reduce")
+  sink = graph_rewrite(sink, _symbolic(), name="simplify lowered")
+  sink = lower_weak(sink)
+  if (extra := getattr(ren, "extra_matcher", None)) is not None: sink = graph_rewrite(sink, extra, ctx=ren, name="renderer rewrites")
+  verify_if_spec(sink, spec_program, "program")
+  return sink
+
+def get_program(ast: UOp, ren: Renderer) -> ProgramSpec:
+  sink = full_rewrite_to_sink(ast, ren)
+  uops = linearize(sink)
+  if DEBUG >= 5:
+    from tg_core.uop.render import print_uops
+    print_uops(uops)
+  src = ren.render(uops)
+  name = ast.arg.name if ast.arg is not None else "kernel"
+  specials = sorted([u for u in uops if u.op is Ops.SPECIAL and u.arg.startswith("gidx")], key=lambda u: u.arg)
+  global_size = [int(u.src[0].arg) for u in specials] or [1]
+  params = [u for u in uops if u.op is Ops.PARAM and u.arg.addrspace is AddrSpace.GLOBAL]
+  outs = sorted({u.src[0].src[0].arg.slot for u in uops if u.op is Ops.STORE and u.src[0].op is Ops.INDEX and u.src[0].src[0].op is Ops.PARAM})
+  ins = sorted({u.src[0].src[0].arg.slot for u in uops if u.op is Ops.LOAD and u.src[0].op is Ops.INDEX and u.src[0].src[0].op is Ops.PARAM})
+  vars_ = sorted([u for u in uops if u.op is Ops.PARAM and u.arg.addrspace is AddrSpace.ALU], key=lambda v: v.arg.name)
+  ops = sum(1 for u in uops if u.op in GroupOp.ALU) * max(1, int(prod(global_size)))
+  if DEBUG >= 4: print(src)
+  return ProgramSpec(name, src, ren.device, ast, uops, global_size, None, vars_, [p.arg.slot for p in params], outs, ins, ops)

@@ -1,0 +1,79 @@
+"""Lowering passes of a kernel AST toward a linear program: grid dims, register accumulators, weak dtypes."""
+from __future__ import annotations
+import itertools
+
+from tg_core.dtype import AddrSpace, DType, dtypes
+from tg_core.uop import Ops
+from tg_core.uop.ops import AxisType, ParamArg, UOp, identity_element
+from tg_core.uop.pattern import PatternMatcher, UPat
+from tg_core.uop.rewrite import graph_rewrite
+
+# *** output (LOOP) ranges -> grid indices for renderers that launch a grid ***
+def add_gpudims(ast: UOp, global_max: tuple[int, ...] | None) -> UOp:
+  if global_max is None: return ast
+  loops = [u for u in ast.toposort() if u.op is Ops.RANGE and u.arg[1] in (AxisType.LOOP, AxisType.GLOBAL)]
+  if not loops: return ast
+  loops = sorted(loops, key=lambda r: r.arg[0])
+  subs: dict[UOp, UOp] = {}
+  if len(loops) <= len(global_max) and all(isinstance(r.src[0].arg, int) and r.src[0].arg <= m for r, m in zip(loops, global_max)):
+    for i, r in enumerate(loops): subs[r] = UOp.special(r.src[0], f"gidx{i}")
+  else:
+    # merge the leading loops into the first grid dim until they fit
+    n_keep = len(global_max) - 1
+    merged, kept = loops[:len(loops) - n_keep], loops[len(loops) - n_keep:]
+    total = 1
+    for r in merged: total *= r.src[0].arg
+    g0 = UOp.special(UOp.const(dtypes.weakint, total), "gidx0")
+    rem = g0
+    for r in reversed(merged):
+      subs[r] = rem % r.src[0].arg
+      rem = rem // r.src[0].arg
+    for i, r in enumerate(kept): subs[r] = UOp.special(r.src[0], f"gidx{i+1}")
+  # ENDs of replaced ranges go away
+  ret = ast.substitute(subs)
+  return graph_rewrite(ret, pm_drop_dead_ends, name="drop ends of grid dims")
+
+pm_drop_dead_ends = PatternMatcher([
+  (UPat(Ops.END, name="e"), lambda e: e.src[0] if all(s.op is not Ops.RANGE for s in e.src[1:]) else
+     e.replace(src=(e.src[0], *[s for s in e.src[1:] if s.op is Ops.RANGE])) if any(s.op is not Ops.RANGE for s in e.src[1:]) else None),
+])
+
+# *** REDUCE -> a register accumulator updated inside the reduce loops ***
+class ReduceContext:
+  def __init__(self) -> None: self.acc_num = itertools.count()
+
+def lower_reduce(ctx: ReduceContext, red: UOp) -> UOp:
+  inp, rngs = red.src[0], [r for r in red.src[1:] if r.op is Ops.RANGE]
+  op: Ops = red.arg
+  if not rngs: return inp
+  acc = UOp(Ops.BUFFER, red.dtype, arg=ParamArg(next(ctx.acc_num), red.dtype, 1, addrspace=AddrSpace.REG))
+  outer = tuple(red.ranges)
+  zero = UOp.const(dtypes.weakint, 0)
+  init = (acc.after(*outer) if outer else acc).index(zero).store(UOp.const(red.dtype, identity_element(op, red.dtype)))
+  cur = acc.after(init, *rngs).index(zero)
+  old = cur.load()
+  new = UOp(op, red.dtype, (old, inp)) if op is not Ops.MAX else old.maximum(inp) if not dtypes.is_float(red.dtype) else _float_max(old, inp)
+  upd = cur.store(new)
+  for r in reversed(rngs): upd = UOp(Ops.END, dtypes.void, (upd, r))
+  return acc.after(upd).index(zero).load()
+
+def _float_max(a: UOp, b: UOp) -> UOp:
+  # torch's max propagates NaN: once the accumulator or an input is NaN the result is NaN
+  return (b.ne(b)).where(b, a.maximum(b))
+
+pm_lower_reduce = PatternMatcher([(UPat(Ops.REDUCE, name="red"), lower_reduce)])
+
+# *** weak dtypes -> concrete widths ***
+def lower_weak(sink: UOp) -> UOp:
+  """weakint (the index dtype) becomes int32, or int64 when some index value can exceed int32."""
+  nodes = [u for u in sink.toposort() if u.dtype.scalar() == dtypes.weakint]
+  if not nodes: return sink
+  big = any(not (-2**31 <= u.vmin and u.vmax < 2**31) for u in nodes if u.dtype.count == 1)
+  target: DType = dtypes.int64 if big else dtypes.int32
+  def fix(x: UOp) -> UOp | None:
+    if x.dtype.scalar() != dtypes.weakint: return None
+    dt = target if x.dtype.count == 1 else target.vec(x.dtype.count)
+    arg = x.arg
+    if x.op in (Ops.PARAM, Ops.BUFFER): arg = ParamArg(**{**x.arg.__dict__, "dtype": dt})
+    return x.replace(dtype=dt, arg=arg)
+  return graph_rewrite(sink, PatternMatcher([(UPat(tuple(Ops), name="x"), fix)]), name="lower weak dtypes")

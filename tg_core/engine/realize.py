@@ -1,0 +1,66 @@
+"""Realize: compile each scheduled kernel for its device (cached) and run the schedule on buffers."""
+from __future__ import annotations
+import time, weakref
+from typing import Any
+
+from tg_core.device import Buffer, Device
+from tg_core.helpers import DEBUG, GlobalCounters, colored, time_to_str
+from tg_core.uop import Ops
+from tg_core.uop.ops import UOp
+from tg_core.schedule import ScheduleItem
+
+# every BUFFER uop's device memory, alive as long as the uop is
+buffers: weakref.WeakKeyDictionary[UOp, Buffer] = weakref.WeakKeyDictionary()
+
+def buffer_of(u: UOp, allocate: bool = True) -> Buffer:
+  if u.op is not Ops.BUFFER: raise RuntimeError(f"expected a BUFFER, got {u.op}")
+  if (b := buffers.get(u)) is None:
+    b = buffers[u] = Buffer(u.arg.device, u.arg.size, u.dtype)
+  if allocate and not b.is_allocated(): b.allocate()
+  return b
+
+class CompiledRunner:
+  """A kernel compiled for one device, callable on buffers."""
+  def __init__(self, device: str, ast: UOp):
+    from tg_core.codegen import get_program
+    dev = Device[device]
+    st = time.perf_counter()
+    self.p = get_program(ast, dev.renderer)
+    self.lib = dev.compiler.compile_cached(self.p.src)
+    self.prg = dev.runtime(device, self.p.name, self.lib)
+    self.compile_time = time.perf_counter() - st
+    self.device = device
+  def __call__(self, bufs: list[Buffer], var_vals: dict[str, int], wait: bool = False) -> float | None:
+    vals = tuple(var_vals[v.arg.name] for v in self.p.vars)
+    gs = tuple(self.p.global_size) + (1,) * (3 - len(self.p.global_size)) if len(self.p.global_size) <= 3 else tuple(self.p.global_size)
+    return self.prg(*[b._buf for b in bufs], global_size=gs, local_size=tuple(self.p.local_size or (1, 1, 1)), vals=vals, wait=wait)
+
+_runner_cache: dict[tuple[str, UOp], CompiledRunner] = {}
+def get_runner(device: str, ast: UOp) -> CompiledRunner:
+  key = (Device.canonicalize(device), ast)
+  if (r := _runner_cache.get(key)) is None: r = _runner_cache[key] = CompiledRunner(device, ast)
+  return r
+
+def run_schedule(items: list[ScheduleItem], var_vals: dict[str, int] | None = None) -> None:
+  for si in items:
+    bufs = [buffer_of(b) for b in si.bufs]
+    st = time.perf_counter()
+    if si.ast.op is Ops.COPY:
+      bufs[0].copy_from(bufs[1])
+      name, device = f"copy {bufs[1].nbytes:8d}, {bufs[0].device[:7]:>7s} <- {bufs[1].device[:7]:7s}", bufs[0].device
+      GlobalCounters.global_mem += bufs[0].nbytes
+    else:
+      device = si.bufs[0].arg.device
+      runner = get_runner(device, si.ast)
+      runner(bufs, {**(var_vals or {}), **si.var_vals}, wait=DEBUG >= 2)
+      name = runner.p.name
+      GlobalCounters.global_ops += runner.p.estimated_ops
+      GlobalCounters.global_mem += sum(b.nbytes for b in bufs)
+    et = time.perf_counter() - st
+    GlobalCounters.kernel_count += 1
+    GlobalCounters.time_sum_s += et
+    if DEBUG >= 2:
+      print(f"{colored(f'*** {device[:7]:7s} {GlobalCounters.kernel_count:4d}', 'magenta' if si.ast.op is Ops.COPY else 'green')} "
+            f"{name:40s} tm {time_to_str(et)} ({GlobalCounters.time_sum_s*1e3:9.2f} ms total)")
+
+__all__ = ["run_schedule", "buffer_of", "buffers", "get_runner", "CompiledRunner", "Any"]

@@ -1,0 +1,5 @@
+"""Tensor methods: movement ops. Built only from Tensor's core primitives (see tg_core/tensor.py)."""
+from __future__ import annotations
+
+class MovementMixin:
+  __slots__ = ()

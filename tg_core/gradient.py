@@ -1,0 +1,80 @@
+"""Autograd: derivative rules on UOps (a PatternMatcher) and the reverse walk that applies them."""
+from __future__ import annotations
+import math
+
+from tg_core.dtype import dtypes, sum_acc_dtype
+from tg_core.uop import Ops
+from tg_core.uop.ops import UOp
+from tg_core.uop.pattern import PatternMatcher, UPat
+
+def reduce_gradient(ctx: UOp, ret: UOp) -> tuple[UOp | None, ...]:
+  op, axes = ret.arg
+  x = ret.src[0]
+  if op is Ops.ADD: return (ctx.expand(x.shape),)
+  if op is Ops.MAX:
+    # the gradient is split evenly between all positions that hold the max
+    mask = x.eq(ret.expand(x.shape)).cast(ctx.dtype)
+    count = mask.r(Ops.ADD, axes)
+    return ((mask * (ctx / count).expand(x.shape)),)
+  if op is Ops.MUL:
+    return (((ctx * ret).expand(x.shape)) / x,)
+  raise NotImplementedError(f"no gradient for reduce {op}")
+
+def _unbroadcast_pad(ctx: UOp, ret: UOp) -> UOp:
+  return ctx.shrink(tuple((b, b + s) for s, (b, _) in zip(ret.src[0].shape, ret.arg)))
+
+pm_gradient = PatternMatcher([
+  (UPat(Ops.CAST, name="ret"), lambda ctx, ret: (ctx.cast(ret.src[0].dtype),) if dtypes.is_float(ret.src[0].dtype) else (None,)),
+  (UPat(Ops.RECIPROCAL, name="ret"), lambda ctx, ret: (-ctx * ret * ret,)),
+  (UPat(Ops.SIN, name="ret"), lambda ctx, ret: (((ret.src[0] * -1) + math.pi / 2).sin() * ctx,)),
+  (UPat(Ops.LOG2, name="ret"), lambda ctx, ret: (ctx / (ret.src[0] * math.log(2)),)),
+  (UPat(Ops.EXP2, name="ret"), lambda ctx, ret: (ret * ctx * math.log(2),)),
+  (UPat(Ops.SQRT, name="ret"), lambda ctx, ret: (ctx / (ret * 2),)),
+  (UPat(Ops.NEG, name="ret"), lambda ctx, ret: (ctx * -1,)),
+  (UPat(Ops.TRUNC, name="ret"), lambda ctx, ret: (ctx.const_like(0),)),
+  (UPat((Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ, Ops.IDIV, Ops.MOD, Ops.AND, Ops.OR, Ops.XOR, Ops.SHL, Ops.SHR, Ops.THREEFRY, Ops.BITCAST), name="ret"),
+   lambda ctx, ret: (None,) * len(ret.src)),
+  (UPat(Ops.WHERE, name="ret"), lambda ctx, ret: (None, ret.src[0].where(ctx, ctx.const_like(0)), ret.src[0].where(ctx.const_like(0), ctx))),
+  (UPat(Ops.ADD, name="ret"), lambda ctx, ret: (ctx, ctx)),
+  (UPat(Ops.SUB, name="ret"), lambda ctx, ret: (ctx, ctx * -1)),
+  (UPat(Ops.MUL, name="ret"), lambda ctx, ret: (ret.src[1] * ctx, ret.src[0] * ctx)),
+  (UPat(Ops.FDIV, name="ret"), lambda ctx, ret: (ctx / ret.src[1], (ctx * -1) * ret.src[0] / (ret.src[1] * ret.src[1]))),
+  (UPat(Ops.MAX, name="ret"), lambda ctx, ret: (
+    (ret.src[0] > ret.src[1]).where(ctx, (ret.src[0].ne(ret.src[1])).where(ctx.const_like(0), ctx * 0.5)),
+    (ret.src[0] < ret.src[1]).where(ctx, (ret.src[0].ne(ret.src[1])).where(ctx.const_like(0), ctx * 0.5)))),
+  (UPat(Ops.POW, name="ret"), lambda ctx, ret: (ctx * ret.src[1] * ret.src[0].alu(Ops.POW, ret.src[1] - 1),
+                                                 ctx * ret * ret.src[0].log2() * math.log(2))),
+  (UPat(Ops.MULACC, name="ret"), lambda ctx, ret: (ret.src[1] * ctx, ret.src[0] * ctx, ctx)),
+  (UPat(Ops.REDUCE_AXIS, name="ret"), reduce_gradient),
+  (UPat((Ops.CONTIGUOUS, Ops.CONTIGUOUS_BACKWARD), name="ret"), lambda ctx, ret: (ctx,) + (None,) * (len(ret.src) - 1)),
+  (UPat(Ops.DETACH, name="ret"), lambda ctx, ret: (None,)),
+  (UPat(Ops.COPY, name="ret"), lambda ctx, ret: (ctx.copy_to_device(ret.src[0].device), None)),
+  (UPat(Ops.RESHAPE, name="ret"), lambda ctx, ret: (ctx.reshape(ret.src[0].shape),)),
+  (UPat(Ops.EXPAND, name="ret"), lambda ctx, ret: (
+    ctx.cast(sum_acc_dtype(ctx.dtype)).r(Ops.ADD, tuple(i for i, (s, n) in enumerate(zip(ret.src[0].shape, ret.shape)) if s != n)).cast(ctx.dtype),)),
+  (UPat(Ops.PAD, name="ret"), lambda ctx, ret: (_unbroadcast_pad(ctx, ret),)),
+  (UPat(Ops.SHRINK, name="ret"), lambda ctx, ret: (ctx.pad(tuple((b, s - e) for s, (b, e) in zip(ret.src[0].shape, ret.arg))),)),
+  (UPat(Ops.PERMUTE, name="ret"), lambda ctx, ret: (ctx.permute(tuple(ret.arg.index(i) for i in range(len(ret.arg)))),)),
+  (UPat(Ops.FLIP, name="ret"), lambda ctx, ret: (ctx.flip(ret.arg),)),
+])
+
+def _deepwalk(root: UOp, targets: set[UOp]) -> list[UOp]:
+  """The nodes on a path from a target to root, in topological order (stops at DETACH and non-differentiable leaves)."""
+  in_path: dict[UOp, bool] = {}
+  order = list(root.toposort(gate=lambda u: u.op is not Ops.DETACH))
+  for u in order: in_path[u] = u in targets or any(in_path.get(s, False) for s in u.src)
+  return [u for u in order if in_path[u]]
+
+def compute_gradient(root: UOp, root_grad: UOp, targets: set[UOp]) -> dict[UOp, UOp]:
+  grads: dict[UOp, UOp] = {root: root_grad}
+  for t0 in reversed(_deepwalk(root, targets)):
+    if t0 not in grads: continue
+    if not t0.src: continue
+    lgrads = pm_gradient.rewrite(t0, ctx=grads[t0])
+    if lgrads is None: raise RuntimeError(f"failed to compute gradient for {t0.op}\n\nin {str(t0)[0:1000]}...")
+    assert len(lgrads) == len(t0.src), f"got {len(lgrads)} gradient, expected {len(t0.src)}"
+    for k, v in zip(t0.src, lgrads):
+      if v is None: continue
+      if k in grads: grads[k] = grads[k] + v
+      else: grads[k] = v
+  return grads

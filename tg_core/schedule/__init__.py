@@ -1,0 +1,95 @@
+"""The scheduler: tensor graph -> an ordered list of kernels (and copies) over buffers.
+
+1. Pick the realize points: the outputs, CONTIGUOUS, COPY (and its source), assigns, and reductions whose result is
+   expanded or used more than once (recomputing those would repeat a whole reduction per element).
+2. Every realize point gets a buffer; each becomes one kernel, built by rangeify from the graph between it and the
+   realize points (or existing buffers) it reads. Elementwise chains and views fuse into their consumer."""
+from __future__ import annotations
+from dataclasses import dataclass, field
+
+from tg_core.helpers import DEBUG, prod
+from tg_core.uop import GroupOp, Ops
+from tg_core.uop.ops import UOp
+from tg_core.schedule.rangeify import build_kernel
+
+@dataclass(frozen=True)
+class ScheduleItem:
+  """One unit of work: `ast` is a kernel SINK (or a COPY) over `bufs` (BUFFER uops, output first)."""
+  ast: UOp
+  bufs: tuple[UOp, ...]
+  var_vals: dict[str, int] = field(default_factory=dict)
+
+def is_buffer_view(u: UOp) -> bool:
+  while u.op in GroupOp.Movement: u = u.src[0]
+  return u.op is Ops.BUFFER and not u.is_variable
+
+def is_contiguous_buffer(u: UOp) -> bool:
+  """A BUFFER, or a RESHAPE of one: its elements are the buffer's, in order."""
+  return u.op is Ops.BUFFER or (u.op is Ops.RESHAPE and u.src[0].op is Ops.BUFFER)
+
+def _consumers(sink: UOp) -> dict[UOp, list[UOp]]:
+  children: dict[UOp, list[UOp]] = {}
+  for u in sink.toposort():
+    for s in u.src: children.setdefault(s, []).append(u)
+  return children
+
+def get_realizes(sink: UOp) -> dict[UOp, None]:
+  children = _consumers(sink)
+  realizes: dict[UOp, None] = {}
+  for out in sink.src:
+    if not is_buffer_view(out): realizes[out] = None
+  for u in sink.toposort():
+    if u.op is Ops.CONTIGUOUS and not (is_contiguous_buffer(u.src[0])): realizes[u] = None
+    elif u.op is Ops.AFTER: realizes[u] = None
+    elif u.op is Ops.COPY:
+      realizes[u] = None
+      if not is_contiguous_buffer(u.src[0]): realizes[u.src[0]] = None
+    elif u.op is Ops.REDUCE_AXIS:
+      if len(children.get(u, [])) > 1: realizes[u] = None
+      else:
+        # walk the single-consumer chain up to the next realize point: an EXPAND on the way means recompute
+        stack = list(children.get(u, []))
+        seen: set[UOp] = set()
+        while stack:
+          c = stack.pop()
+          if c in seen or c.op in {Ops.SINK, Ops.CONTIGUOUS, Ops.COPY, Ops.AFTER, Ops.STORE}: continue
+          seen.add(c)
+          if c.op is Ops.EXPAND:
+            realizes[u] = None
+            break
+          stack.extend(children.get(c, []))
+  return realizes
+
+def create_schedule(sink: UOp) -> tuple[list[ScheduleItem], dict[UOp, UOp]]:
+  """Schedule the tensors in `sink`. Returns the items in execution order and a map from every realized tensor node
+  to the view of the buffer that now holds it."""
+  realizes = get_realizes(sink)
+  realized: dict[UOp, UOp] = {}
+  items: list[ScheduleItem] = []
+  for u in sink.toposort():
+    if u not in realizes: continue
+    if u.op is Ops.CONTIGUOUS and is_contiguous_buffer(u.src[0]):
+      realized[u] = realized.get(u.src[0], u.src[0])
+      continue
+    device = u.device
+    if u.op is Ops.AFTER:
+      target = u.src[0]
+      ast, bufs, var_vals = build_kernel(u, realized, target)
+      items.append(ScheduleItem(ast, bufs, var_vals))
+      realized[u] = target
+      continue
+    if prod(u.shape) == 0:
+      realized[u] = UOp.new_buffer(device, 0, u.dtype).reshape(u.shape)
+      continue
+    buf = UOp.new_buffer(device, int(prod(u.shape)), u.dtype)
+    view = buf.reshape(u.shape) if u.shape != (buf.arg.size,) else buf
+    if u.op is Ops.COPY:
+      src = realized.get(u.src[0], u.src[0])
+      src_buf = src if src.op is Ops.BUFFER else src.src[0]
+      items.append(ScheduleItem(u.replace(src=(src_buf, u.src[1])), (buf, src_buf)))
+    else:
+      ast, bufs, var_vals = build_kernel(u, realized, view)
+      items.append(ScheduleItem(ast, bufs, var_vals))
+    realized[u] = view
+  if DEBUG >= 3: print(f"scheduled {len(items)} items for {len(sink.src)} outputs")
+  return items, realized
