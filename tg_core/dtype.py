@@ -36,7 +36,7 @@ class DType:
     assert self.count == 1, f"can't vectorize {self} with size {sz}"
     if sz == 1 or self == dtypes.void: return self
     return DType(self.priority, self.bitsize, f"{self.name}{sz}", None, sz, self)
-  def __reduce__(self) -> tuple: return (to_dtype, (self.name,)) if self.count == 1 else (DType.vec, (self.scalar(), self.count))
+  def __reduce__(self) -> tuple: return (to_dtype, (INVERSE_DTYPES_DICT.get(self.name, self.name),)) if self.count == 1 else (DType.vec, (self.scalar(), self.count))
   def __repr__(self) -> str: return f"dtypes.{INVERSE_DTYPES_DICT.get(self.scalar().name, self.scalar().name)}" + (f".vec({self.count})" if self.count > 1 else "")
   def __lt__(self, o: DType) -> bool: return (self.priority, self.bitsize, self.name, self.fmt, self.count) < (o.priority, o.bitsize, o.name, o.fmt, o.count)
   @property

@@ -140,6 +140,10 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, RandomMixin,
       for t in list(all_tensors):
         if (nu := becomes.get(t.uop)) is not None: t.uop = nu
     return items, {}
+  def schedule(self, *lst: Tensor) -> list:
+    """The kernels that realize these tensors, in order. The tensors now refer to their (not yet filled) buffers: run the
+    items with `tg_core.engine.realize.run_schedule`."""
+    return self.schedule_with_vars(*lst)[0]
   def realize(self, *lst: Tensor, do_update_stats: bool = True) -> Tensor:
     from tg_core.engine.realize import run_schedule
     items, var_vals = self.schedule_with_vars(*lst)
@@ -300,8 +304,10 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, RandomMixin,
         padded = x._apply_uop(lambda u: u.pad(px))
         return padded if v == 0 else padded + Tensor.ones_like(x)._apply_uop(lambda u: u.pad(px)).logical_not().where(v, 0).cast(x.dtype) \
           if dtypes.is_float(x.dtype) or v == int(v) else padded
-      return _constant(X, pads, value).shrink(tuple((-smin0(pB), s + smax(pB, 0) - smin0(pA) + 0 if False else None) for (pB, pA), s in zip(pX, X.shape))) \
-        if any(pB < 0 or pA < 0 for pB, pA in pX) else _constant(X, pads, value)
+      # negative pads shrink first (like Python negative slices), then the non-negative pads are applied
+      if any(resolve(pB < 0) or resolve(pA < 0) for pB, pA in pX):
+        X = X.shrink(tuple((-smin0(pB), s + smin0(pA)) for (pB, pA), s in zip(pX, X.shape)))
+      return _constant(X, pads, value)
     from tg_core.frontend.movement import pad_mode
     return pad_mode(self, pX, mode)
   def transpose(self, dim0: int = 1, dim1: int = 0) -> Tensor:

@@ -8,12 +8,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from tg_core.dtype import AddrSpace
-from tg_core.helpers import DEBUG, prod
+from tg_core.helpers import DEBUG, NOOPT, prod
 from tg_core.uop import GroupOp, Ops
 from tg_core.uop.ops import UOp
 from tg_core.uop.rewrite import graph_rewrite
 from tg_core.codegen.linearize import linearize
-from tg_core.codegen.lowerer import ReduceContext, add_gpudims, lower_weak, pm_lower_reduce
+from tg_core.codegen.lowerer import ReduceContext, add_gpudims, lower_weak, merge_ends, pm_lower_reduce
+from tg_core.codegen.opt import Opt, apply_opts, expand_upcasts, hand_coded_optimizations
 
 if TYPE_CHECKING:
   from tg_core.device import Renderer
@@ -39,19 +40,27 @@ def _symbolic():
   from tg_core.uop.symbolic import symbolic
   return symbolic
 
-def full_rewrite_to_sink(ast: UOp, ren: Renderer) -> UOp:
+def choose_opts(ast: UOp, ren: Renderer) -> list[Opt]:
+  """The optimizations for this kernel: the kernel's own `opts_to_apply`, else the heuristic (unless NOOPT or the
+  renderer opts out, as the PYTHON reference does). BEAM search happens in the engine, which can time candidates."""
+  if ast.arg is not None and ast.arg.opts_to_apply is not None: return list(ast.arg.opts_to_apply)
+  if NOOPT or not getattr(ren, "default_opts", True): return []
+  return hand_coded_optimizations(ast, ren.has_local)
+
+def full_rewrite_to_sink(ast: UOp, ren: Renderer, opts: list[Opt] | None = None) -> UOp:
   from tg_core.uop.spec import spec_program, verify_if_spec
   sink = graph_rewrite(ast, _symbolic(), name="simplify kernel")
+  sink = expand_upcasts(apply_opts(sink, choose_opts(sink, ren) if opts is None else opts))
   sink = add_gpudims(sink, ren.global_max)
-  sink = graph_rewrite(sink, pm_lower_reduce, ctx=ReduceContext(), name="lower reduce")
+  sink = merge_ends(graph_rewrite(sink, pm_lower_reduce, ctx=ReduceContext(), name="lower reduce"))
   sink = graph_rewrite(sink, _symbolic(), name="simplify lowered")
   sink = lower_weak(sink)
   if (extra := getattr(ren, "extra_matcher", None)) is not None: sink = graph_rewrite(sink, extra, ctx=ren, name="renderer rewrites")
   verify_if_spec(sink, spec_program, "program")
   return sink
 
-def get_program(ast: UOp, ren: Renderer) -> ProgramSpec:
-  sink = full_rewrite_to_sink(ast, ren)
+def get_program(ast: UOp, ren: Renderer, opts: list[Opt] | None = None) -> ProgramSpec:
+  sink = full_rewrite_to_sink(ast, ren, opts)
   uops = linearize(sink)
   if DEBUG >= 5:
     from tg_core.uop.render import print_uops

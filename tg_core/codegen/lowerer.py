@@ -63,6 +63,18 @@ def _float_max(a: UOp, b: UOp) -> UOp:
 
 pm_lower_reduce = PatternMatcher([(UPat(Ops.REDUCE, name="red"), lower_reduce)])
 
+def merge_ends(sink: UOp) -> UOp:
+  """One loop per range: ENDs closing the same RANGE (upcast copies of one reduce) merge into END(GROUP(...), r)."""
+  while True:
+    by_range: dict[UOp, list[UOp]] = {}
+    for u in sink.toposort():
+      if u.op is Ops.END and len(u.src) == 2: by_range.setdefault(u.src[1], []).append(u)
+    dup = next(((r, es) for r, es in by_range.items() if len(es) > 1), None)
+    if dup is None: return sink
+    r, es = dup
+    merged = UOp(Ops.END, dtypes.void, (UOp(Ops.GROUP, dtypes.void, tuple(e.src[0] for e in es)), r))
+    sink = sink.substitute({e: merged for e in es})
+
 # *** weak dtypes -> concrete widths ***
 def lower_weak(sink: UOp) -> UOp:
   """weakint (the index dtype) becomes int32, or int64 when some index value can exceed int32."""

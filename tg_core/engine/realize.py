@@ -4,7 +4,7 @@ import time, weakref
 from typing import Any
 
 from tg_core.device import Buffer, Device
-from tg_core.helpers import DEBUG, GlobalCounters, colored, time_to_str
+from tg_core.helpers import BEAM, DEBUG, GlobalCounters, colored, time_to_str
 from tg_core.uop import Ops
 from tg_core.uop.ops import UOp
 from tg_core.schedule import ScheduleItem
@@ -21,11 +21,11 @@ def buffer_of(u: UOp, allocate: bool = True) -> Buffer:
 
 class CompiledRunner:
   """A kernel compiled for one device, callable on buffers."""
-  def __init__(self, device: str, ast: UOp):
+  def __init__(self, device: str, ast: UOp, opts: list | None = None):
     from tg_core.codegen import get_program
     dev = Device[device]
     st = time.perf_counter()
-    self.p = get_program(ast, dev.renderer)
+    self.p = get_program(ast, dev.renderer, opts)
     self.lib = dev.compiler.compile_cached(self.p.src)
     self.prg = dev.runtime(device, self.p.name, self.lib)
     self.compile_time = time.perf_counter() - st
@@ -38,7 +38,12 @@ class CompiledRunner:
 _runner_cache: dict[tuple[str, UOp], CompiledRunner] = {}
 def get_runner(device: str, ast: UOp) -> CompiledRunner:
   key = (Device.canonicalize(device), ast)
-  if (r := _runner_cache.get(key)) is None: r = _runner_cache[key] = CompiledRunner(device, ast)
+  if (r := _runner_cache.get(key)) is None:
+    opts = None
+    if BEAM >= 1 and ast.arg is not None and ast.arg.opts_to_apply is None:
+      from tg_core.engine.search import beam_search
+      opts = beam_search(ast, device, BEAM.value)
+    r = _runner_cache[key] = CompiledRunner(device, ast, opts)
   return r
 
 def run_schedule(items: list[ScheduleItem], var_vals: dict[str, int] | None = None) -> None:

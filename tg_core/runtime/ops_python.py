@@ -132,6 +132,7 @@ class PythonRenderer(Renderer):
   device = "PYTHON"
   global_max = (1 << 31,) * 16
   has_local = False
+  default_opts = False  # the reference runs kernels as written: upcasting only adds interpreted ops
   def render(self, uops: list[UOp]) -> str:
     idx = {u: i for i, u in enumerate(uops)}
     prog = [(u.op, u.dtype, tuple(idx[s] for s in u.src), u.arg) for u in uops]

@@ -33,6 +33,16 @@ def _consumers(sink: UOp) -> dict[UOp, list[UOp]]:
     for s in u.src: children.setdefault(s, []).append(u)
   return children
 
+def _users_through_views(u: UOp, children: dict[UOp, list[UOp]]) -> set[UOp]:
+  """The nodes that use u's value, looking through chains of movement ops."""
+  users: set[UOp] = set()
+  stack = [u]
+  while stack:
+    for c in children.get(stack.pop(), []):
+      if c.op in GroupOp.Movement: stack.append(c)
+      else: users.add(c)
+  return users
+
 def get_realizes(sink: UOp) -> dict[UOp, None]:
   children = _consumers(sink)
   realizes: dict[UOp, None] = {}
@@ -45,7 +55,7 @@ def get_realizes(sink: UOp) -> dict[UOp, None]:
       realizes[u] = None
       if not is_contiguous_buffer(u.src[0]): realizes[u.src[0]] = None
     elif u.op is Ops.REDUCE_AXIS:
-      if len(children.get(u, [])) > 1: realizes[u] = None
+      if len(_users_through_views(u, children)) > 1: realizes[u] = None
       else:
         # walk the single-consumer chain up to the next realize point: an EXPAND on the way means recompute
         stack = list(children.get(u, []))

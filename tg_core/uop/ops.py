@@ -160,8 +160,8 @@ class UOp(metaclass=UOpMetaClass):
         return None if ps is None else tuple(ps[i] for i in self.arg)
       case Ops.PAD:
         ps = self.src[0]._shape
-        return None if ps is None else tuple(s + b + e for s, (b, e) in zip(ps, self.arg))
-      case Ops.SHRINK: return tuple(e - b for b, e in self.arg)
+        return None if ps is None else tuple(_sadd(_sadd(s, b), e) for s, (b, e) in zip(ps, self.arg))
+      case Ops.SHRINK: return tuple(e if _is_zero(b) else e - b for b, e in self.arg)  # no `n+0` shapes from (0, n) shrinks
       case Ops.FLIP: return self.src[0]._shape
       case Ops.REDUCE_AXIS:
         ps = self.src[0]._shape
@@ -249,6 +249,8 @@ class UOp(metaclass=UOpMetaClass):
     if shape is not None: ret = ret.reshape((1,) * len(shape)).expand(shape)
     return ret
   def const_like(self, b: ConstType | UOp) -> UOp:
+    """A constant of self's dtype; in the tensor graph it also takes self's device and is broadcast to self's shape."""
+    if (shp := self._shape) and self.op not in (Ops.RANGE, Ops.SPECIAL): return UOp.const(self.dtype, b, self.device, shp)
     return UOp.const(self.dtype, b, None)
   @staticmethod
   def cconst(v: ConstType, dtype: DType) -> UOp: return UOp.const(dtype, v)
@@ -450,7 +452,11 @@ class UOp(metaclass=UOpMetaClass):
   def reshape(self, shape: tuple[sint, ...]) -> UOp:
     shape = tuple(shape)
     if any(not isinstance(s, UOp) and s < 0 for s in shape): raise ValueError(f"shape can't contain negative numbers {shape}")
-    if resolve(prod(self.shape) != prod(shape), False): raise ValueError(f"bad reshape: {self.shape} -> {shape}")
+    # with symbolic views prod equality can be true at runtime but unprovable: only reject provably unequal products
+    # (`!=` on UOps is identity, so compare with .ne())
+    old_n, new_n = prod(self.shape), prod(shape)
+    ne = old_n.ne(new_n) if isinstance(old_n, UOp) else new_n.ne(old_n) if isinstance(new_n, UOp) else old_n != new_n
+    if resolve(ne, False): raise ValueError(f"bad reshape: {self.shape} -> {shape}")
     return self if self.shape == shape else self._mop(Ops.RESHAPE, shape)
   def expand(self, shape: tuple[sint, ...]) -> UOp:
     shape = tuple(shape)
@@ -485,6 +491,12 @@ class UOp(metaclass=UOpMetaClass):
   def vmax(self) -> ConstType: return self._min_max[1]
   @functools.cached_property
   def _min_max(self) -> tuple[ConstType, ConstType]:
+    lo, hi = self._unclamped_min_max()
+    # fixed-width ints wrap: a result whose exact range leaves the dtype can be any value of the dtype
+    if dtypes.is_int(self.dtype) and self.dtype.scalar() != dtypes.weakint and (lo < self.dtype.min or hi > self.dtype.max):
+      return self.dtype.min, self.dtype.max
+    return lo, hi
+  def _unclamped_min_max(self) -> tuple[ConstType, ConstType]:
     if self.op in GroupOp.Binary and not dtypes.is_float(self.dtype):
       (s0_vmin, s0_vmax), (s1_vmin, s1_vmax) = self.src[0]._min_max, self.src[1]._min_max
       if self.op is Ops.ADD: return s0_vmin + s1_vmin, s0_vmax + s1_vmax
@@ -517,7 +529,7 @@ class UOp(metaclass=UOpMetaClass):
       if self.dtype == dtypes.bool:
         if self.op is Ops.OR: return s0_vmin or s1_vmin, s0_vmax or s1_vmax
         if self.op is Ops.AND: return s0_vmin and s1_vmin, s0_vmax and s1_vmax
-    if self.op is Ops.NEG and not dtypes.is_float(self.dtype): return -self.src[0].vmax, -self.src[0].vmin
+    if self.op is Ops.NEG and dtypes.is_int(self.dtype): return -self.src[0].vmax, -self.src[0].vmin
     if self.op is Ops.WHERE and dtypes.is_int(self.dtype): return min(self.src[1].vmin, self.src[2].vmin), max(self.src[1].vmax, self.src[2].vmax)
     if self.op is Ops.WHERE and self.dtype == dtypes.bool:
       return min(self.src[1].vmin, self.src[2].vmin), max(self.src[1].vmax, self.src[2].vmax)
@@ -551,6 +563,9 @@ def cdiv(x: int, y: int) -> int:
 def cmod(x: int, y: int) -> int:
   """C-style remainder: x - cdiv(x, y)*y, with the sign of x (Python's % takes the sign of y)."""
   return x - cdiv(x, y) * y if y != 0 else 0
+
+def _is_zero(x: sint) -> bool: return isinstance(x, int) and x == 0
+def _sadd(a: sint, b: sint) -> sint: return a if _is_zero(b) else b if _is_zero(a) else a + b
 
 def sint_to_uop(x: sint, dtype: DType = dtypes.weakint) -> UOp: return UOp.const(dtype, x) if isinstance(x, int) else x
 

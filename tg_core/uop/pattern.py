@@ -31,7 +31,7 @@ class UPat:
     if custom_early_reject is not None: self.early_reject = set(custom_early_reject)
     else:
       self.early_reject = set()
-      if isinstance(self.src, list) and len(self.src) == 1:
+      if isinstance(self.src, list) and len(self.src) == 1 and not isinstance(self, UPatAny):  # UPatAny's src are alternatives
         self.early_reject = {p.op[0] for p in self.src[0] if p.op is not None and len(p.op) == 1}
 
   @staticmethod
@@ -39,8 +39,8 @@ class UPat:
   def or_after(self, name: str | None = None) -> UPat:
     return UPat.any(self if name is None else self.named(name), UPat(Ops.AFTER, name=name, src=(self,), allow_any_len=True))
   def named(self, name: str) -> UPat:
-    ret = UPat.__new__(UPat)
-    for k in UPat.__slots__: setattr(ret, k, getattr(self, k))
+    ret = type(self).__new__(type(self))  # keep UPatAny an UPatAny
+    for k in UPat.__slots__: setattr(ret, k, getattr(self, k, None))  # custom_early_reject may be unset
     ret.name = name
     return ret
   @staticmethod

@@ -61,18 +61,36 @@ def _arg_src(arg: Any, names: dict[UOp, str]) -> str:
   if isinstance(arg, float) and arg in (float("inf"), float("-inf")): return "math.inf" if arg > 0 else "-math.inf"
   return repr(arg)
 
+def _arg_uops(arg: Any) -> list[UOp]:
+  if isinstance(arg, UOp): return [arg]
+  return [u for a in arg for u in _arg_uops(a)] if isinstance(arg, tuple) else []
+
 def pyrender(root: UOp) -> str:
   """Python source that rebuilds `root`; it ends by binding the result to `ast`. Shared nodes become variables."""
   names: dict[UOp, str] = {}
   lines = ["import math", "from tg_core.uop import Ops", "from tg_core.uop.ops import UOp, ParamArg, CallInfo, KernelInfo, AxisType",
            "from tg_core.dtype import dtypes, AddrSpace"]
-  for i, n in enumerate(root.toposort()):
-    if n.op is Ops.CALL and n.arg is not None and n.arg.grad_fxn is not None:
-      raise NotImplementedError("a call with a Python grad_fxn can't be pyrendered")
-    names[n] = f"c{i}"
-    src = ", ".join(names[s] for s in n.src)
-    extra = f", tag={n.tag!r}" if n.tag is not None else ""
-    lines.append(f"c{i} = UOp({n.op!r}, {n.dtype!r}, ({src}{',' if len(n.src) == 1 else ''}), {_arg_src(n.arg, names)}{extra})")
+  # UOps can also sit in args (symbolic shapes of RESHAPE/SHRINK/...): those are rendered, with their graphs, before their user
+  todo: list[tuple[UOp, bool]] = [(root, False)]
+  while todo:
+    u, ready = todo.pop()
+    if u in names: continue
+    if not ready:
+      todo.append((u, True))
+      todo.extend((a, False) for a in reversed(_arg_uops(u.arg)) if a not in names)
+      continue
+    for n in u.toposort():
+      if n in names: continue
+      if (pending := [a for a in _arg_uops(n.arg) if a not in names]):  # render n's arg UOps first, then come back to u
+        todo.append((u, True))
+        todo.extend((a, False) for a in reversed(pending))
+        break
+      if n.op is Ops.CALL and n.arg is not None and n.arg.grad_fxn is not None:
+        raise NotImplementedError("a call with a Python grad_fxn can't be pyrendered")
+      names[n] = f"c{len(names)}"
+      src = ", ".join(names[s] for s in n.src)
+      extra = f", tag={n.tag!r}" if n.tag is not None else ""
+      lines.append(f"{names[n]} = UOp({n.op!r}, {n.dtype!r}, ({src}{',' if len(n.src) == 1 else ''}), {_arg_src(n.arg, names)}{extra})")
   lines.append(f"ast = {names[root]}")
   return "\n".join(lines)
 

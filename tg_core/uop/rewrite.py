@@ -27,11 +27,20 @@ class RewriteContext:
       if self.walk: break
     return cur
 
+  def _push_srcs(self, stack: list[tuple[UOp, int, UOp]], n: UOp, in_progress: set[UOp]) -> None:
+    if self._skip_body(n): self.replace[n.src[0]] = n.src[0]
+    for x in reversed(n.src):
+      if x not in self.replace and x not in in_progress: stack.append((x, 0, x))
+
   def rewrite(self, root: UOp) -> UOp:
     replace = self.replace
-    # stack entries: (node, stage, working node). stage 0: first visit; 1: sources done; 2: link node to its result
+    # stack entries: (node, stage, working node). stage 0: first visit; 1: sources done; 2: link node to its result;
+    # 3: (bottom-up walk) the rule's result has its sources walked, then becomes the node's result without being offered again
     stack: list[tuple[UOp, int, UOp]] = [(root, 0, root)]
-    gated: set[UOp] = set()
+    # bottom-up walk: nodes a rule replaced whose result is still being walked. inside its own replacement such a node
+    # stays as it is (substitute({x: x+1}) gives x+1, not an endless x+1+1+...)
+    in_progress: set[UOp] = set()
+    def get(x: UOp) -> UOp: return x if x in in_progress and x not in replace else replace[x]
     while stack:
       n, stage, new_n = stack.pop()
       if n in replace: continue
@@ -42,19 +51,18 @@ class RewriteContext:
             replace[n] = n
             continue
           if new_n is not n:
-            if self.walk:  # a walk rewrites each node once: the result's sources are still visited
-              stack.append((n, 2, new_n))
-              if new_n not in replace: stack.append((new_n, 1 if new_n in gated else 0, new_n)); gated.add(new_n)
+            if self.walk:  # a walk offers each node to the rules once: the result's sources are still walked
+              in_progress.add(n)
+              stack.append((n, 3, new_n))
+              self._push_srcs(stack, new_n, in_progress)
               continue
             stack.append((n, 2, new_n))
             stack.append((new_n, 0, new_n))
             continue
         stack.append((n, 1, new_n))
-        if self._skip_body(new_n): replace[new_n.src[0]] = new_n.src[0]
-        for x in reversed(new_n.src):
-          if x not in replace: stack.append((x, 0, x))
+        self._push_srcs(stack, new_n, in_progress)
       elif stage == 1:
-        new_src = tuple(replace[x] for x in new_n.src)
+        new_src = tuple(get(x) for x in new_n.src) if in_progress else tuple(replace[x] for x in new_n.src)
         if new_src == new_n.src:
           if self.bottom_up or (rw := self.pm.rewrite(new_n, self.ctx)) is None:
             replace[n] = new_n
@@ -66,10 +74,16 @@ class RewriteContext:
           stack.append((rw, 0, rw))
         else:
           rebuilt = new_n.replace(src=new_src)
+          if self.walk:  # each node is offered to the rules once (top-down: after its sources), results are final
+            replace[n] = rebuilt if self.bottom_up or (rw := self.pm.rewrite(rebuilt, self.ctx)) is None else rw
+            continue
           stack.append((n, 2, rebuilt))
           stack.append((rebuilt, 0, rebuilt))
-      else:
+      elif stage == 2:
         replace[n] = replace[new_n]
+      else:
+        replace[n] = new_n.replace(src=tuple(get(x) for x in new_n.src))
+        in_progress.discard(n)
     return replace[root]
 
 def graph_rewrite(sink: UOp, pm: PatternMatcher, ctx: Any = None, bottom_up: bool = False, walk: bool = False,

@@ -1,0 +1,75 @@
+"""Kernel optimizations (UPCAST / UNROLL and their expansion) never change results: every candidate BEAM would time
+and the hand-written heuristic, run on the PYTHON device, match numpy."""
+from __future__ import annotations
+from typing import Callable
+
+import numpy as np
+import pytest
+
+from tg_core.codegen import get_program
+from tg_core.codegen.opt import KernelOptError, Opt, OptOps, apply_opt, beam_candidates, hand_coded_optimizations
+from tg_core.device import Device
+from tg_core.engine.realize import buffer_of
+from tg_core.schedule import create_schedule
+from tg_core.tensor import Tensor
+from tg_core.uop.ops import UOp
+
+rng = np.random.default_rng(1)
+def rnd(*s: int) -> np.ndarray: return rng.standard_normal(s).astype(np.float32)
+
+def run_with_opts(t: Tensor, opts: list[Opt]) -> np.ndarray:
+  items, _ = create_schedule(UOp.sink(t.uop))
+  assert len(items) == 1
+  si = items[0]
+  dev = Device["PYTHON"]
+  p = get_program(si.ast, dev.renderer, opts)
+  prg = dev.runtime("PYTHON", p.name, dev.compiler.compile(p.src))
+  bufs = [buffer_of(b) for b in si.bufs]
+  prg(*[b._buf for b in bufs])
+  return np.frombuffer(bytes(bufs[0].as_buffer()), dtype=np.float32).reshape(t.shape)
+
+CASES: dict[str, tuple[Callable[[], Tensor], Callable[[], np.ndarray]]] = {}
+def case(name: str, *arrays: np.ndarray) -> Callable:
+  def deco(f: Callable) -> Callable:
+    CASES[name] = (lambda: f(*[Tensor(a) for a in arrays]), lambda: f(*arrays))
+    return f
+  return deco
+
+A, B = rnd(8, 12), rnd(12, 6)
+case("matmul", A, B)(lambda a, b: a @ b)
+C = rnd(6, 10)
+case("sum_rows", C)(lambda c: c.sum(1))
+case("max_cols", C)(lambda c: c.max(0))
+D, E = rnd(4, 8), rnd(4, 8)
+case("elementwise", D, E)(lambda d, e: d * e + d)
+F = rnd(2, 6, 4)
+case("reduce_two_axes", F)(lambda f: f.sum((0, 2)) if isinstance(f, np.ndarray) else f.sum((0, 2)))
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_all_beam_candidates_match_numpy(name: str):
+  make_tg, make_np = CASES[name]
+  ref = make_np()
+  t = make_tg()
+  items, _ = create_schedule(UOp.sink(t.uop))
+  cands = beam_candidates(items[0].ast)
+  assert len(cands) > 1
+  for opts in cands:
+    np.testing.assert_allclose(run_with_opts(make_tg(), opts), ref, rtol=1e-5, atol=1e-5, err_msg=str(opts))
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_hand_coded_matches_numpy(name: str):
+  make_tg, make_np = CASES[name]
+  t = make_tg()
+  items, _ = create_schedule(UOp.sink(t.uop))
+  opts = hand_coded_optimizations(items[0].ast)
+  np.testing.assert_allclose(run_with_opts(make_tg(), opts), make_np(), rtol=1e-5, atol=1e-5, err_msg=str(opts))
+
+def test_matmul_heuristic_tiles_both_axes_and_unrolls():
+  items, _ = create_schedule(UOp.sink((Tensor(A) @ Tensor(B)).uop))
+  ops = [o.op for o in hand_coded_optimizations(items[0].ast)]
+  assert ops.count(OptOps.UPCAST) == 2 and ops.count(OptOps.UNROLL) == 1
+
+@pytest.mark.parametrize("opt", [Opt(OptOps.UPCAST, 0, 5), Opt(OptOps.UNROLL, 0, 2), Opt(OptOps.UPCAST, 9, 2), Opt(OptOps.UPCAST, 2, 2)])
+def test_bad_opts_raise(opt: Opt):
+  items, _ = create_schedule(UOp.sink((Tensor(A) @ Tensor(B)).uop))
+  with pytest.raises(KernelOptError): apply_opt(items[0].ast, opt)

@@ -1,0 +1,191 @@
+"""Kernel optimizations: a list of `Opt`s applied to a kernel AST's ranges, a hand-written heuristic that picks
+them, and the expander that turns UPCAST/UNROLL ranges into straight-line code.
+
+Ranges are numbered in `kernel_axes` order: output (LOOP) ranges first, then reduce ranges, each by axis id.
+UPCAST splits an output range and computes `amt` outputs per thread; UNROLL splits a reduce range and folds `amt`
+reduce steps into one loop iteration; LOCAL splits an output range into a workgroup dimension."""
+from __future__ import annotations
+import functools, itertools
+from dataclasses import dataclass
+from enum import Enum, auto
+
+from tg_core.dtype import dtypes
+from tg_core.uop import Ops
+from tg_core.uop.ops import AxisType, KernelInfo, UOp
+from tg_core.uop.pattern import PatternMatcher, UPat
+from tg_core.uop.rewrite import graph_rewrite
+
+class OptOps(Enum):
+  UPCAST = auto(); UNROLL = auto(); LOCAL = auto(); NOLOCALS = auto()  # noqa: E702
+  def __repr__(self) -> str: return f"OptOps.{self.name}"
+
+@dataclass(frozen=True, order=True)
+class Opt:
+  op: OptOps
+  axis: int | None = None
+  arg: int | None = None
+  def __repr__(self) -> str: return f"Opt(op={self.op!r}, axis={self.axis}, arg={self.arg})"
+
+class KernelOptError(Exception):
+  """An Opt that does not apply to this kernel (bad axis, size not divisible, ...)."""
+
+_KIND_ORDER = {AxisType.GLOBAL: 0, AxisType.LOOP: 0, AxisType.LOCAL: 1, AxisType.UPCAST: 2, AxisType.REDUCE: 3, AxisType.UNROLL: 4}
+
+def kernel_axes(ast: UOp) -> list[UOp]:
+  """The kernel's RANGEs: output ranges, then reduce ranges; in each kind by axis id."""
+  rngs = [u for u in ast.toposort() if u.op is Ops.RANGE]
+  return sorted(rngs, key=lambda r: (_KIND_ORDER.get(r.arg[1], 5), r.arg[0]))
+
+def _range_size(r: UOp) -> int:
+  if r.src[0].op is not Ops.CONST: raise KernelOptError("symbolic range size")
+  return int(r.src[0].arg)
+
+def apply_opt(ast: UOp, opt: Opt) -> UOp:
+  axes = kernel_axes(ast)
+  if opt.op is OptOps.NOLOCALS: return ast.replace(arg=_with_opts(ast.arg, opt, dont_use_locals=True))
+  if opt.axis is None or not 0 <= opt.axis < len(axes): raise KernelOptError(f"axis {opt.axis} out of range for {len(axes)} axes")
+  r = axes[opt.axis]
+  size, amt = _range_size(r), opt.arg or 0
+  want = {OptOps.UPCAST: (AxisType.LOOP, AxisType.GLOBAL), OptOps.LOCAL: (AxisType.LOOP, AxisType.GLOBAL), OptOps.UNROLL: (AxisType.REDUCE,)}[opt.op]
+  if r.arg[1] not in want: raise KernelOptError(f"{opt.op} needs an axis of type {want}, axis {opt.axis} is {r.arg[1]}")
+  if amt == 0: amt = size
+  if amt <= 1 or size % amt != 0: raise KernelOptError(f"{opt.op} by {amt} doesn't divide axis {opt.axis} of size {size}")
+  if opt.op in (OptOps.UPCAST, OptOps.UNROLL) and amt > 32: raise KernelOptError(f"{opt.op} by {amt} is too large")
+  new_type = {OptOps.UPCAST: AxisType.UPCAST, OptOps.UNROLL: AxisType.UNROLL, OptOps.LOCAL: AxisType.LOCAL}[opt.op]
+  next_id = max(x.arg[0] for x in axes) + 1
+  inner = UOp.range(amt, next_id, new_type, r.dtype)
+  if amt == size: repl, outer = inner, None
+  else:
+    outer = UOp.range(size // amt, r.arg[0], r.arg[1], r.dtype)
+    repl = outer * amt + inner
+  ret = ast.substitute({r: repl})
+  # the ENDs that closed r now close the new ranges (outer first)
+  ret = graph_rewrite(ret, PatternMatcher([(UPat(Ops.END, name="e"), functools.partial(_fix_end, old=repl, new=(outer, inner))),
+                                           (UPat(Ops.REDUCE, name="e"), functools.partial(_fix_reduce, old=repl, new=(outer, inner)))]), name="fix ends")
+  return ret.replace(arg=_with_opts(ret.arg, opt))
+
+def _fix_end(e: UOp, old: UOp, new: tuple[UOp | None, UOp]) -> UOp | None:
+  if old not in e.src[1:]: return None
+  body = e.src[0]
+  rest = [s for s in e.src[1:] if s is not old]
+  if rest: body = UOp(Ops.END, dtypes.void, (body, *rest))
+  if (outer := new[0]) is None: return UOp(Ops.END, dtypes.void, (body, new[1]))
+  return UOp(Ops.END, dtypes.void, (UOp(Ops.END, dtypes.void, (body, new[1])), outer))
+
+def _fix_reduce(e: UOp, old: UOp, new: tuple[UOp | None, UOp]) -> UOp | None:
+  if old not in e.src[1:]: return None
+  rngs = [x for s in e.src[1:] for x in ((s,) if s is not old else tuple(n for n in new if n is not None))]
+  return UOp(Ops.REDUCE, e.dtype, (e.src[0], *rngs), e.arg)
+
+def _with_opts(info: KernelInfo | None, opt: Opt, **kw: object) -> KernelInfo:
+  info = info or KernelInfo()
+  return KernelInfo(info.name, info.axis_types, kw.get("dont_use_locals", info.dont_use_locals), info.applied_opts + (opt,), info.opts_to_apply)  # type: ignore[arg-type]
+
+def apply_opts(ast: UOp, opts: list[Opt] | tuple[Opt, ...]) -> UOp:
+  for o in opts: ast = apply_opt(ast, o)
+  return ast
+
+# *** the expander: UPCAST and UNROLL ranges become straight-line code ***
+def _expand_reduce(red: UOp) -> UOp | None:
+  unrolls = [r for r in red.src[1:] if r.op is Ops.RANGE and r.arg[1] in (AxisType.UNROLL, AxisType.UPCAST)]
+  if not unrolls: return None
+  vals = [red.src[0]]
+  for r in unrolls:
+    n = _range_size(r)
+    vals = [v.substitute({r: UOp.const(r.dtype, k)}) for v in vals for k in range(n)]
+  op: Ops = red.arg
+  folded = functools.reduce(lambda a, b: UOp(op, red.dtype, (a, b)) if op is not Ops.MAX else _max(a, b), vals)
+  keep = [r for r in red.src[1:] if r not in unrolls]
+  return UOp(Ops.REDUCE, red.dtype, (folded, *keep), red.arg) if keep else folded
+
+def _max(a: UOp, b: UOp) -> UOp:
+  if dtypes.is_float(a.dtype): return (b.ne(b)).where(b, a.maximum(b))
+  return a.maximum(b)
+
+def _expand_end(e: UOp) -> UOp | None:
+  ups = [r for r in e.src[1:] if r.op is Ops.RANGE and r.arg[1] is AxisType.UPCAST]
+  if not ups: return None
+  bodies = [e.src[0]]
+  for r in ups:
+    n = _range_size(r)
+    bodies = [b.substitute({r: UOp.const(r.dtype, k)}) for b in bodies for k in range(n)]
+  rest = [s for s in e.src[1:] if s not in ups]
+  grp = UOp(Ops.GROUP, dtypes.void, tuple(bodies)) if len(bodies) > 1 else bodies[0]
+  return UOp(Ops.END, dtypes.void, (grp, *rest)) if rest else grp
+
+pm_expand = PatternMatcher([
+  (UPat(Ops.REDUCE, name="red"), _expand_reduce),
+  (UPat(Ops.END, name="e"), _expand_end),
+])
+
+def expand_upcasts(ast: UOp) -> UOp: return graph_rewrite(ast, pm_expand, name="expand upcast/unroll")
+
+# *** the heuristic ***
+def hand_coded_optimizations(ast: UOp, has_local: bool = False) -> list[Opt]:
+  """Register tiling for CPUs: upcast up to two output axes by 4 and unroll the (last) reduce axis by 4 when they
+  divide; output axes that are read with stride 0 by some input (broadcast, like matmul's) are preferred."""
+  opts: list[Opt] = []
+  axes = kernel_axes(ast)
+  out_axes = [i for i, r in enumerate(axes) if r.arg[1] in (AxisType.LOOP, AxisType.GLOBAL)]
+  red_axes = [i for i, r in enumerate(axes) if r.arg[1] is AxisType.REDUCE]
+  try:
+    cur = ast
+    if red_axes:
+      # a reduce kernel: tile the output (matmul-like) and unroll the reduce
+      upcasted = 0
+      for i in reversed(out_axes):
+        if upcasted == 2: break
+        for amt in (4, 3, 2):
+          try:
+            cand = Opt(OptOps.UPCAST, i, amt)
+            cur = apply_opt(cur, cand)
+            opts.append(cand); upcasted += 1  # noqa: E702
+            break
+          except KernelOptError: continue
+      last_red = kernel_axes(cur).index(axes[red_axes[-1]]) if axes[red_axes[-1]] in kernel_axes(cur) else None
+      if last_red is not None:
+        for amt in (4, 2):
+          try:
+            cand = Opt(OptOps.UNROLL, last_red, amt)
+            cur = apply_opt(cur, cand)
+            opts.append(cand)
+            break
+          except KernelOptError: continue
+    elif out_axes:
+      # elementwise: a small upcast of the innermost axis
+      for amt in (4, 2):
+        try:
+          cand = Opt(OptOps.UPCAST, out_axes[-1], amt)
+          cur = apply_opt(cur, cand)
+          opts.append(cand)
+          break
+        except KernelOptError: continue
+  except KernelOptError: pass
+  return opts
+
+def axis_index(ast: UOp, axis_id: int) -> int:
+  """The current index (in kernel_axes order) of the range with this axis id; splitting keeps the outer range's id."""
+  for i, r in enumerate(kernel_axes(ast)):
+    if r.arg[0] == axis_id: return i
+  raise KernelOptError(f"no range with axis id {axis_id}")
+
+def beam_candidates(ast: UOp) -> list[list[Opt]]:
+  """Opt lists BEAM search times: combinations of upcasts of the last two output axes and an unroll of the last
+  reduce axis. Each list is valid for `ast` (built by applying it)."""
+  axes = kernel_axes(ast)
+  out_ids = [r.arg[0] for r in axes if r.arg[1] in (AxisType.LOOP, AxisType.GLOBAL)][-2:]
+  red_ids = [r.arg[0] for r in axes if r.arg[1] is AxisType.REDUCE][-1:]
+  cands: list[list[Opt]] = []
+  amts = (1, 2, 4, 8)
+  for ups in itertools.product(amts, repeat=len(out_ids)):
+    for un in (amts if red_ids else (1,)):
+      cur, opts = ast, []
+      try:
+        for aid, n in [*zip(out_ids, ups)] + ([(red_ids[0], un)] if red_ids else []):
+          if n == 1: continue
+          o = Opt(OptOps.UNROLL if red_ids and aid == red_ids[0] else OptOps.UPCAST, axis_index(cur, aid), n)
+          cur = apply_opt(cur, o)
+          opts.append(o)
+      except KernelOptError: continue
+      cands.append(opts)
+  return cands

@@ -1,0 +1,49 @@
+"""BEAM search: time candidate optimizations of a kernel on its device and keep the fastest (cached on disk)."""
+from __future__ import annotations
+import time
+
+import numpy as np
+
+from tg_core.codegen import get_program
+from tg_core.codegen.opt import Opt, beam_candidates
+from tg_core.device import Buffer, Device, diskcache_get, diskcache_put
+from tg_core.dtype import AddrSpace, _to_np_storage
+from tg_core.helpers import DEBUG, IGNORE_BEAM_CACHE, tqdm_iter
+from tg_core.uop import Ops
+from tg_core.uop.ops import UOp
+
+def _time_program(device: str, ast: UOp, opts: list[Opt], bufs: list[Buffer], var_vals: dict[str, int], runs: int = 3) -> float:
+  dev = Device[device]
+  p = get_program(ast, dev.renderer, opts)
+  prg = dev.runtime(device, p.name, dev.compiler.compile_cached(p.src))
+  vals = tuple(var_vals.get(v.arg.name, v.arg.vmin_vmax[0] if v.arg.vmin_vmax else 0) for v in p.vars)
+  gs = tuple(p.global_size) + (1,) * (3 - len(p.global_size)) if len(p.global_size) <= 3 else tuple(p.global_size)
+  best = float("inf")
+  for _ in range(runs):
+    st = time.perf_counter()
+    t = prg(*[b._buf for b in bufs], global_size=gs, local_size=tuple(p.local_size or (1, 1, 1)), vals=vals, wait=True)
+    best = min(best, t if t is not None else time.perf_counter() - st)
+  return best
+
+def beam_search(ast: UOp, device: str, amt: int, var_vals: dict[str, int] | None = None) -> list[Opt]:
+  """The fastest opt list among `beam_candidates(ast)` (at most `amt`*8 of them), timed on scratch buffers."""
+  key = (device, ast.key.hex(), amt)
+  if not IGNORE_BEAM_CACHE and (cached := diskcache_get("beam_search", key)) is not None: return cached
+  params = sorted({u.arg.slot: u for u in ast.toposort() if u.op is Ops.PARAM and u.arg.addrspace is AddrSpace.GLOBAL}.items())
+  rng = np.random.default_rng(0)
+  bufs = []
+  for _, p in params:
+    b = Buffer(device, p.arg.size or 1, p.dtype).allocate()
+    raw = rng.integers(0, 4, size=p.arg.size or 1).astype(_to_np_storage(p.dtype))
+    b.copyin(memoryview(np.ascontiguousarray(raw)).cast("B"))
+    bufs.append(b)
+  cands = beam_candidates(ast)[:max(1, amt) * 8]
+  timed: list[tuple[float, list[Opt]]] = []
+  for opts in tqdm_iter(cands, desc=f"BEAM {ast.arg.name if ast.arg else ''}", disable=DEBUG < 1):
+    try: timed.append((_time_program(device, ast, opts, bufs, var_vals or {}), opts))
+    except Exception as e:  # a candidate that fails to compile or run is skipped, never chosen
+      if DEBUG >= 3: print(f"BEAM: {opts} failed: {e}")
+  if not timed: return []
+  best = min(timed, key=lambda x: x[0])
+  if DEBUG >= 2: print(f"BEAM picked {best[1]} in {best[0]*1e6:.1f} us out of {len(timed)} candidates")
+  return diskcache_put("beam_search", key, best[1])
