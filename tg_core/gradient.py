@@ -58,6 +58,10 @@ pm_gradient = PatternMatcher([
   (UPat(Ops.FLIP, name="ret"), lambda ctx, ret: (ctx.flip(ret.arg),)),
 ])
 
+def _add_grads(a: UOp, b: UOp) -> UOp:
+  if a.op is Ops.GROUP: return UOp(Ops.GROUP, src=tuple(x if y.op is Ops.NOOP else y if x.op is Ops.NOOP else x + y for x, y in zip(a.src, b.src)))
+  return a + b
+
 def _deepwalk(root: UOp, targets: set[UOp]) -> list[UOp]:
   """The nodes on a path from a target to root, in topological order (stops at DETACH and non-differentiable leaves)."""
   in_path: dict[UOp, bool] = {}
@@ -65,16 +69,46 @@ def _deepwalk(root: UOp, targets: set[UOp]) -> list[UOp]:
   for u in order: in_path[u] = u in targets or any(in_path.get(s, False) for s in u.src)
   return [u for u in order if in_path[u]]
 
+def _call_gradient(ctx: UOp, ret: UOp) -> tuple[UOp | None, ...] | None:
+  """AFTER(RETURNED, CALL) with a custom grad_fxn: the call's args get grad_fxn's gradients (the body gets none)."""
+  call = ret.src[1]
+  if call.op is not Ops.CALL or not call.num_returned or call.arg is None or call.arg.grad_fxn is None: return None
+  arg_grads = call.arg.grad_fxn(ctx, call=call)
+  n_args = len(call.call_args)
+  if len(arg_grads) != n_args: raise RuntimeError(f"grad_fxn of {call.arg.name} returned {len(arg_grads)} gradients for {n_args} args")
+  # gradients flow through the CALL to its args: AFTER's srcs are (RETURNED view, CALL); we return grads for both and
+  # attach the arg grads to the CALL node, whose rule below hands them out
+  return (None, UOp(Ops.GROUP, src=tuple(g if g is not None else UOp(Ops.NOOP) for g in arg_grads)))
+
+def _call_args_gradient(ctx: UOp, ret: UOp) -> tuple[UOp | None, ...]:
+  n_args = len(ret.call_args)
+  grads = [None if g.op is Ops.NOOP else g for g in ctx.src]
+  return (None, *grads) + (None,) * (len(ret.src) - 1 - n_args)
+
+pm_call_gradient = PatternMatcher([
+  (UPat(Ops.AFTER, name="ret"), _call_gradient),
+  (UPat(Ops.CALL, name="ret"), _call_args_gradient),
+])
+
+def _inline_implicit_calls(root: UOp) -> UOp:
+  """Differentiate through calls without a grad_fxn by inlining their bodies."""
+  from tg_core.function import returned_value
+  subs = {u: returned_value(u) for u in root.toposort() if u.op is Ops.AFTER and len(u.src) == 2 and u.src[1].op is Ops.CALL
+          and u.src[1].num_returned and (u.src[1].arg is None or u.src[1].arg.grad_fxn is None)}
+  return root.substitute(subs, walk=False) if subs else root
+
 def compute_gradient(root: UOp, root_grad: UOp, targets: set[UOp]) -> dict[UOp, UOp]:
+  root = _inline_implicit_calls(root)
   grads: dict[UOp, UOp] = {root: root_grad}
   for t0 in reversed(_deepwalk(root, targets)):
     if t0 not in grads: continue
     if not t0.src: continue
-    lgrads = pm_gradient.rewrite(t0, ctx=grads[t0])
+    lgrads = pm_call_gradient.rewrite(t0, ctx=grads[t0]) if t0.op in (Ops.AFTER, Ops.CALL) else None
+    if lgrads is None: lgrads = pm_gradient.rewrite(t0, ctx=grads[t0])
     if lgrads is None: raise RuntimeError(f"failed to compute gradient for {t0.op}\n\nin {str(t0)[0:1000]}...")
     assert len(lgrads) == len(t0.src), f"got {len(lgrads)} gradient, expected {len(t0.src)}"
     for k, v in zip(t0.src, lgrads):
       if v is None: continue
-      if k in grads: grads[k] = grads[k] + v
+      if k in grads: grads[k] = _add_grads(grads[k], v)
       else: grads[k] = v
   return grads

@@ -133,8 +133,13 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, RandomMixin,
   def schedule_with_vars(self, *lst: Tensor) -> tuple[list, dict[str, int]]:
     from tg_core.schedule import create_schedule
     from tg_core.uop.spec import spec_tensor, verify_if_spec
+    from tg_core.function import resolve_calls
     sink = UOp.sink(*[t.uop for t in (self, *lst)])
     verify_if_spec(sink, spec_tensor, "tensor graph")
+    if (resolved := resolve_calls(sink)) is not sink:
+      for t in list(all_tensors):
+        if (nu := _replaced(sink, resolved, t.uop)) is not None: t.uop = nu
+      sink = resolved
     items, becomes = create_schedule(sink)
     if becomes:
       for t in list(all_tensors):
@@ -373,6 +378,8 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, RandomMixin,
     if self.dtype == dtypes.bool: raise RuntimeError("Negation, the `-` operator, on a bool tensor is not supported.")
     return self * -1
   def div(self, x: Tensor | ConstType, reverse: bool = False, rounding_mode: str | None = None) -> Tensor:
+    # true division by a Python int happens in float, like torch (the int must not wrap to the tensor's dtype: uint8 / -1 is -1.0)
+    if rounding_mode is None and type(x) is int and not dtypes.is_float(self.dtype): x = float(x)
     numerator, denominator = self._broadcasted(x, reverse)
     if rounding_mode is None:
       d = least_upper_float(numerator.dtype)
@@ -423,8 +430,12 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, RandomMixin,
     return a._apply_uop(lambda u, v: u.alu(op, v), b).requires_grad_(None)
   def __lt__(self, x: Tensor | ConstType) -> Tensor: return self._cmp(Ops.CMPLT, x, False)
   def __gt__(self, x: Tensor | ConstType) -> Tensor: return self._cmp(Ops.CMPLT, x, True)
-  def __ge__(self, x: Tensor | ConstType) -> Tensor: return (self < x).logical_not()
-  def __le__(self, x: Tensor | ConstType) -> Tensor: return (self > x).logical_not()
+  def __ge__(self, x: Tensor | ConstType) -> Tensor:
+    a, b = self._broadcasted(x)
+    return (a > b) | a.eq(b) if dtypes.is_float(a.dtype) else (a < b).logical_not()  # NaN >= y is False, like torch
+  def __le__(self, x: Tensor | ConstType) -> Tensor:
+    a, b = self._broadcasted(x)
+    return (a < b) | a.eq(b) if dtypes.is_float(a.dtype) else (a > b).logical_not()  # NaN <= y is False, like torch
   def ne(self, x: Tensor | ConstType) -> Tensor: return self._cmp(Ops.CMPNE, x, False)
   def eq(self, x: Tensor | ConstType) -> Tensor: return self._cmp(Ops.CMPEQ, x, False)
   def __eq__(self, x: Any) -> Tensor: return self.eq(x)  # type: ignore[override]
@@ -490,10 +501,15 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, RandomMixin,
     return (self > t).where(t + 1, t)
   def relu(self) -> Tensor: return self.maximum(0) if self.dtype != dtypes.bool else self
   def sigmoid(self) -> Tensor: return (1 + (self * (-1 / math.log(2))).exp2()).reciprocal() if dtypes.is_float(self.dtype) else self.float().sigmoid()
-  def abs(self) -> Tensor: return self * self.sign() if dtypes.is_float(self.dtype) else (self < 0).where(-self, self) if not dtypes.is_unsigned(self.dtype) and self.dtype != dtypes.bool else self
+  def abs(self) -> Tensor:
+    # x * (1, -1, or x itself at +-0 and NaN): abs(+-inf) = inf, abs(NaN) = NaN, abs(-0.0) = 0.0 and a zero gradient at 0, like torch
+    if dtypes.is_float(self.dtype): return self * (self > 0).where(1.0, (self < 0).where(-1.0, self))
+    return (self < 0).where(-self, self) if not dtypes.is_unsigned(self.dtype) and self.dtype != dtypes.bool else self
   def sign(self) -> Tensor:
     if self.dtype == dtypes.bool: return self
-    return self.ne(0).where((self < 0).where(self.full_like(-1), self.full_like(1)), self.full_like(0)) + (self * 0 if dtypes.is_float(self.dtype) else 0)
+    # torch: sign(NaN) = 0, sign(+-inf) = +-1. The x*x branch (taken only at x == 0) keeps x in the graph with a zero gradient
+    zero = self.eq(0).where(self * self, self.full_like(0)) if dtypes.is_float(self.dtype) else self.full_like(0)
+    return (self > 0).where(self.full_like(1), (self < 0).where(self.full_like(-1), zero))
   def square(self) -> Tensor: return self * self
 
   # *** reduce ***
@@ -545,6 +561,15 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, RandomMixin,
     return x.dot(self, dtype=dtype) if reverse else self.dot(x, dtype=dtype)
 
   # *** autograd ***
+  def call(self, *lst: Tensor, fxn: Tensor | UOp, grad_fxn: Callable | None = None) -> Tensor:
+    """Call the body `fxn` (an expression over PARAMs slotted 0..n-1) with (self, *lst) as its args."""
+    body = fxn.uop if isinstance(fxn, Tensor) else fxn
+    call = body.call(self.uop, *[t.uop for t in lst], grad_fxn=grad_fxn)
+    ret = Tensor(call.returned_outputs[0], device=self.device)
+    from tg_core.function import _param_subs
+    _param_subs(call)  # argument shapes are checked here, at call time
+    if any(t.requires_grad for t in (self, *lst)): ret.requires_grad = True
+    return ret
   def gradient(self, *targets: Tensor, gradient: Tensor | None = None, materialize_grads: bool = False) -> list[Tensor]:
     from tg_core.gradient import compute_gradient
     if gradient is None and self.numel() != 1: raise RuntimeError("grad can be implicitly created only for scalar outputs")
@@ -641,6 +666,11 @@ def argfix(*x: Any) -> tuple:
     if len(x) != 1: raise ValueError(f"bad arg {x}")
     return tuple(x[0])
   return tuple(x)
+
+def _replaced(old_sink: UOp, new_sink: UOp, u: UOp) -> UOp | None:
+  for o, n in zip(old_sink.src, new_sink.src):
+    if o is u and n is not u: return n
+  return None
 
 def _is_flat_contiguous(u: UOp) -> bool:
   return u.op is Ops.BUFFER or (u.op is Ops.RESHAPE and u.src[0].op is Ops.BUFFER)

@@ -286,7 +286,7 @@ class UOp(metaclass=UOpMetaClass):
     """A single sint or 1-d shape gives a flat param of that size, None gives a scalar param. The arg stores only the
     concrete max size: a multi-dim shape is a RESHAPE on the flat param, a symbolic shape a max-size param shrunk."""
     if dtypes.is_weak(dtype): raise RuntimeError(f"cannot create param for weak dtype {dtype}")
-    if shape is None: return UOp(Ops.PARAM, dtype, arg=ParamArg(slot, dtype, None, vmin_vmax, multiple_of, name, addrspace, device, volatile))
+    if shape is None or shape == (): return UOp(Ops.PARAM, dtype, arg=ParamArg(slot, dtype, None, vmin_vmax, multiple_of, name, addrspace, device, volatile))
     shp = (shape,) if not isinstance(shape, tuple) else shape
     size = prod(s if isinstance(s, int) else s.vmax for s in shp)
     ret = UOp(Ops.PARAM, dtype, arg=ParamArg(slot, dtype, size, vmin_vmax, multiple_of, name, addrspace, device, volatile))

@@ -1,0 +1,78 @@
+"""TinyJit: capture the kernels a function runs and replay them on new inputs without re-tracing.
+
+Call 1 runs the function normally; call 2 runs it while recording every kernel with its buffers; later calls
+swap the recorded input buffers for the new inputs' and replay the kernels. Inputs must keep their shapes,
+dtypes and devices; outputs live in the same buffers on every replay (copy them if you keep them)."""
+from __future__ import annotations
+import functools
+from typing import Any, Callable, Generic, TypeVar
+
+from tg_core.device import Buffer
+from tg_core.helpers import DEBUG, ContextVar
+
+JIT = ContextVar("JIT", 1)
+R = TypeVar("R")
+
+class JitError(RuntimeError):
+  """A jitted function was called with inputs that don't match the captured ones."""
+
+# while a function is being captured, run_schedule appends (runner or copy, buffers, var_vals) here
+capturing: list[list[tuple[Any, list[Buffer], dict[str, int]]]] = []
+
+def _tensors_in(args: tuple, kwargs: dict) -> list[Any]:
+  from tg_core.tensor import Tensor
+  return [a for a in (*args, *kwargs.values()) if isinstance(a, Tensor)]
+
+class TinyJit(Generic[R]):
+  def __init__(self, fxn: Callable[..., R]):
+    self.fxn = fxn
+    self.cnt = 0
+    self.captured: list[tuple[Any, list[Buffer], dict[str, int]]] | None = None
+    self.input_sig: list[tuple] = []
+    self.input_bufs: list[Buffer] = []
+    self.ret: Any = None
+    functools.update_wrapper(self, fxn)  # type: ignore[arg-type]
+  def __get__(self, obj: Any, objtype: Any = None) -> Any: return functools.partial(self.__call__, obj) if obj is not None else self
+  def reset(self) -> None: self.cnt, self.captured, self.ret = 0, None, None
+
+  def __call__(self, *args: Any, **kwargs: Any) -> R:
+    from tg_core.tensor import Tensor
+    inputs = _tensors_in(args, kwargs)
+    for t in inputs: t.realize()
+    if not JIT or self.cnt == 0:
+      self.cnt += 1
+      ret = self.fxn(*args, **kwargs)
+      _realize_ret(ret)
+      return ret
+    sig = [(t.shape, t.dtype, t.device) for t in inputs]
+    if self.cnt == 1:
+      capturing.append([])
+      try:
+        ret = self.fxn(*args, **kwargs)
+        _realize_ret(ret)
+      finally: self.captured = capturing.pop()
+      self.input_sig, self.input_bufs = sig, [t._buffer() for t in inputs]
+      self.ret = ret
+      self.cnt += 1
+      if DEBUG >= 1: print(f"JIT captured {len(self.captured)} kernels with {len(inputs)} inputs")
+      return ret
+    if sig != self.input_sig: raise JitError(f"jitted function called with inputs {sig}, captured with {self.input_sig}; call .reset() to recapture")
+    assert self.captured is not None
+    swap = {id(old): t._buffer() for old, t in zip(self.input_bufs, inputs)}
+    for runner, bufs, var_vals in self.captured:
+      new_bufs = [swap.get(id(b), b) for b in bufs]
+      if isinstance(runner, str): new_bufs[0].copy_from(new_bufs[1])
+      else: runner(new_bufs, var_vals)
+    self.cnt += 1
+    return _fresh(self.ret, Tensor)
+
+def _realize_ret(ret: Any) -> None:
+  from tg_core.tensor import Tensor
+  ts = [ret] if isinstance(ret, Tensor) else [r for r in ret if isinstance(r, Tensor)] if isinstance(ret, (tuple, list)) else []
+  if ts: ts[0].realize(*ts[1:])
+
+def _fresh(ret: Any, Tensor: Any) -> Any:
+  """New Tensor objects over the captured output buffers (so callers can't mutate the jit's own outputs' graphs)."""
+  if isinstance(ret, Tensor): return Tensor(ret.uop, device=ret.device)
+  if isinstance(ret, (tuple, list)): return type(ret)(_fresh(r, Tensor) for r in ret)
+  return ret
