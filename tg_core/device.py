@@ -25,6 +25,7 @@ import numpy as np
 
 from tg_core.dtype import DType, _to_np_storage, dtypes
 from tg_core.helpers import CACHELEVEL, DEBUG, DEV, LRU, GlobalCounters
+from tg_core.uop import Ops
 
 __all__ = ["BufferSpec", "Allocator", "LRUAllocator", "Buffer", "Renderer", "Compiler", "Program", "Compiled", "Device", "DevTarget",
            "DeviceError", "DeviceNotFoundError", "DeviceUnavailableError", "DeviceAlreadyRegisteredError", "canonicalize", "parse_dev",
@@ -296,6 +297,8 @@ class Renderer:
   pre_matcher: Any = None
   extra_matcher: Any = None
   code_for_op: dict = {}
+  # unary ops the target computes natively; codegen approximates the EXP2/LOG2/SIN missing here (codegen/transcendental.py)
+  native_transcendentals: frozenset[Ops] = frozenset({Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIPROCAL})
 
   def supported_dtypes(self) -> set[DType]:
     """The storage dtypes this target handles natively (default: all)."""
@@ -426,7 +429,7 @@ class Compiled:
   def renderer(self) -> Renderer:
     i = self._renderer_idx
     if (r := self._renderer_instances.get(i)) is None:
-      r = self.renderers[i]() if isinstance(self.renderers[i], type) else self.renderers[i]  # type: ignore[operator,assignment]
+      r = self.renderers[i]() if not isinstance(self.renderers[i], Renderer) else self.renderers[i]  # type: ignore[operator,assignment]
       assert isinstance(r, Renderer), f"renderers must be Renderer classes or instances, got {r!r}"
       if not r.device: r.device = self.device.split(":")[0]
       self._renderer_instances[i] = r
@@ -434,7 +437,7 @@ class Compiled:
   @property
   def compiler(self) -> Compiler: return self.renderer.compiler if self.renderer.compiler is not None else self._compiler
   def renderer_names(self) -> list[str]:
-    return [(r if isinstance(r, type) else type(r)).target_name() for r in self.renderers]
+    return [r.target_name() for r in self.renderers]
   def select_renderer(self, name: str | None) -> Renderer:
     """Make the renderer called `name` (see `Renderer.target_name`; the device name prefix is optional) the current one."""
     if name is None: self._renderer_idx = 0
@@ -446,6 +449,8 @@ class Compiled:
       self._renderer_idx = cands[0]
     return self.renderer
 
+  # features this device does not support (name -> reason); the conformance kit skips their tests with the reason
+  unsupported: ClassVar[dict[str, str]] = {}
   def synchronize(self) -> None:
     """Wait for all work queued on the device."""
   def finalize(self) -> None:
@@ -522,13 +527,18 @@ class _Device:
       self._auto_default = None
   def registered(self) -> list[str]:
     """Every registered device name, highest priority first."""
+    _plugins_loaded()
     return [e.name for e in sorted(self._entries.values(), key=lambda e: (-e.priority, e.order))]
-  def __contains__(self, device: str) -> bool: return canonicalize(device).split(":")[0] in self._entries
+  def __contains__(self, device: str) -> bool:
+    _plugins_loaded()
+    return canonicalize(device).split(":")[0] in self._entries
   @staticmethod
   def canonicalize(device: str) -> str: return canonicalize(device)
 
   def _not_found(self, name: str, context: str = "") -> DeviceNotFoundError:
     known = self.registered()
+    from tg_core.plugins.discovery import device_not_found
+    return device_not_found(name, known, context)  # type: ignore[return-value]
     msg = f"unknown device {name!r}{context}; known devices: {', '.join(known) if known else '(none registered)'}"
     if close := difflib.get_close_matches(name, known, n=1): msg += f". Did you mean {close[0]!r}?"
     return DeviceNotFoundError(msg, name)
@@ -536,6 +546,7 @@ class _Device:
   def __getitem__(self, device: str) -> Compiled:
     dev = canonicalize(device)
     if (ret := self._opened.get(dev)) is not None: return ret
+    _plugins_loaded()
     with self._lock:
       if (ret := self._opened.get(dev)) is not None: return ret
       name = dev.split(":")[0]
@@ -543,7 +554,8 @@ class _Device:
       try:
         ret = entry.factory(dev)
         if not isinstance(ret, Compiled): raise TypeError(f"the factory of device {name} returned {type(ret).__name__}, not a Compiled")
-        if DEV.value and (tgt := parse_dev(DEV.value)).device == name and tgt.renderer is not None: ret.select_renderer(tgt.renderer)
+        if DEV.value and (tgt := parse_dev(DEV.value.split(";")[0].partition("@")[0])).device == name and tgt.renderer is not None:
+          ret.select_renderer(tgt.renderer)
       except DeviceError: raise
       except Exception as e:
         raise DeviceUnavailableError(f"device {dev} failed to open{f' (registered by {entry.origin})' if entry.origin else ''}: "
@@ -572,8 +584,9 @@ class _Device:
     """The device name (e.g. "CPU") used when none is given: `Device.DEFAULT = ...` if set, else DEV's device part, else the
     highest-priority registered device that probes OK. An explicit DEV naming an unknown device is an error, never a fallback."""
     if self._default_override is not None: return self._default_override
+    _plugins_loaded()
     if DEV.value:
-      name = parse_dev(DEV.value).device
+      name = parse_dev(DEV.value.split(";")[0].partition("@")[0]).device
       if name not in self._entries: raise self._not_found(name, f" (from DEV={DEV.value!r})")
       return name
     with self._lock:
@@ -599,7 +612,7 @@ class _Device:
 Device = _Device()
 atexit.register(Device._finalize_all)
 
-# the devices that need nothing outside Python (NULL, DISK, NPY; PYTHON) register lazily: their modules load on first use
-from tg_core.runtime import register_core_devices  # noqa: E402
-
-register_core_devices()
+def _plugins_loaded() -> None:
+  """Discover plugins (the core's own devices included) on first use of the registry, not at import."""
+  from tg_core.plugins.discovery import registry
+  registry.ensure_loaded()

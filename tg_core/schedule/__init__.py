@@ -1,7 +1,7 @@
 """The scheduler: tensor graph -> an ordered list of kernels (and copies) over buffers.
 
 1. Pick the realize points: the outputs, CONTIGUOUS, COPY (and its source), assigns, and reductions whose result is
-   expanded or used more than once (recomputing those would repeat a whole reduction per element).
+   expanded, reduced again, or used more than once (recomputing those would repeat a whole reduction per element).
 2. Every realize point gets a buffer; each becomes one kernel, built by rangeify from the graph between it and the
    realize points (or existing buffers) it reads. Elementwise chains and views fuse into their consumer."""
 from __future__ import annotations
@@ -64,7 +64,9 @@ def get_realizes(sink: UOp) -> dict[UOp, None]:
           c = stack.pop()
           if c in seen or c.op in {Ops.SINK, Ops.CONTIGUOUS, Ops.COPY, Ops.AFTER, Ops.STORE}: continue
           seen.add(c)
-          if c.op is Ops.EXPAND:
+          # an EXPAND means recompute per element; a consuming REDUCE_AXIS would run this whole reduction serially
+          # inside each of its reduce iterations (and lose the parallelism of its output axes)
+          if c.op in (Ops.EXPAND, Ops.REDUCE_AXIS):
             realizes[u] = None
             break
           stack.extend(children.get(c, []))

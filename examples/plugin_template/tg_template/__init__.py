@@ -1,0 +1,1 @@
+"""tg-template: an example tg device plugin."""

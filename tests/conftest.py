@@ -1,0 +1,4 @@
+"""Test-suite wiring: tests/ on sys.path for the shared helpers."""
+import os, sys
+
+sys.path.insert(0, os.path.dirname(__file__))
