@@ -69,6 +69,8 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, RandomMixin,
     self.requires_grad: bool | None = requires_grad
     if isinstance(data, UOp):
       u = data
+      # a bare constant without a device (a 0-d `const_like`, e.g. the zero gradient of round) takes the tensor's device
+      if u.op is Ops.CONST and not u.src and isinstance(dev, str): u = UOp.const(u.dtype, u.arg, dev)
       if dtype is not None and u.dtype != dtype: u = u.cast(dtype)
     elif data is None: u = _buffer_from_numpy(np.zeros((0,), dtype=_to_np_storage(dtype or dtypes.default_float)), dev, dtype or dtypes.default_float)
     elif isinstance(data, (bool, int, float)):
@@ -200,8 +202,10 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, RandomMixin,
     if x.shape != self.shape: raise RuntimeError(f"assign shape mismatch {self.shape} != {x.shape}")
     if self.device != x.device: raise RuntimeError(f"assign device mismatch {self.device} != {x.device}")
     if x.dtype != self.dtype: x = x.cast(self.dtype)
-    if not self.is_realized(): self.realize()
-    target = self.uop
+    if not self.is_realized() and self.uop.op is Ops.AFTER: self.realize()
+    # any other unrealized target gets a fresh buffer of its own: realizing it in place would share the buffer with every tensor
+    # built from the same hash-consed graph (another Tensor.zeros(3)), and the store would change those too
+    target = self.uop if self.is_realized() else Tensor.empty(self.shape, dtype=self.dtype, device=self.device).uop
     self.uop = target.after(target.store(x.uop))
     return self
 
@@ -307,7 +311,8 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, RandomMixin,
       def _constant(x: Tensor, px: tuple, v: float) -> Tensor:
         if all(b == 0 and a == 0 for b, a in px): return x
         padded = x._apply_uop(lambda u: u.pad(px))
-        return padded if v == 0 else padded + Tensor.ones_like(x)._apply_uop(lambda u: u.pad(px)).logical_not().where(v, 0).cast(x.dtype) \
+        fill = Tensor(v, dtype=x.dtype, device=x.device) if dtypes.is_float(x.dtype) or v == int(v) else v  # v in x's dtype: int64 extremes
+        return padded if v == 0 else padded + Tensor.ones_like(x)._apply_uop(lambda u: u.pad(px)).logical_not().where(fill, 0).cast(x.dtype) \
           if dtypes.is_float(x.dtype) or v == int(v) else padded
       # negative pads shrink first (like Python negative slices), then the non-negative pads are applied
       if any(resolve(pB < 0) or resolve(pA < 0) for pB, pA in pX):
@@ -323,6 +328,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, RandomMixin,
   def flatten(self, start_dim: int = 0, end_dim: int = -1) -> Tensor:
     if self.ndim == 0: return self.reshape(1)
     s, e = self._resolve_dim(start_dim), self._resolve_dim(end_dim)
+    if s > e: raise RuntimeError("flatten() has invalid args: start_dim cannot come after end_dim")
     return self.reshape(self.shape[:s] + (prod(self.shape[s:e+1]),) + self.shape[e+1:])
   def unflatten(self, dim: int, sizes: tuple[int, ...]) -> Tensor:
     d = self._resolve_dim(dim)
@@ -499,8 +505,13 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, RandomMixin,
     if not dtypes.is_float(self.dtype): return self
     t = self.trunc()
     return (self > t).where(t + 1, t)
-  def relu(self) -> Tensor: return self.maximum(0) if self.dtype != dtypes.bool else self
-  def sigmoid(self) -> Tensor: return (1 + (self * (-1 / math.log(2))).exp2()).reciprocal() if dtypes.is_float(self.dtype) else self.float().sigmoid()
+  def relu(self) -> Tensor: return (self <= 0).where(0, self) if self.dtype != dtypes.bool else self  # grad 0 at 0 and NaN kept, like torch
+  def sigmoid(self) -> Tensor:
+    if not dtypes.is_float(self.dtype): return self.float().sigmoid()
+    # e = exp(-|x|) <= 1 never overflows: 1/(1+e) for x >= 0, e/(1+e) below, so the gradient stays finite for large |x|
+    pos = self >= 0
+    e = (pos.where(-self, self) * (1 / math.log(2))).exp2()
+    return pos.where(1, e) * (1 + e).reciprocal()
   def abs(self) -> Tensor:
     # x * (1, -1, or x itself at +-0 and NaN): abs(+-inf) = inf, abs(NaN) = NaN, abs(-0.0) = 0.0 and a zero gradient at 0, like torch
     if dtypes.is_float(self.dtype): return self * (self > 0).where(1.0, (self < 0).where(-1.0, self))
@@ -517,8 +528,10 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, RandomMixin,
     axis_ = tuple(range(self.ndim)) if axis is None else (axis,) if isinstance(axis, int) else tuple(axis)
     axis_ = tuple(self._resolve_dim(x) for x in axis_)
     if self.ndim == 0: axis_ = ()
+    if len(set(axis_)) != len(axis_): raise RuntimeError(f"dim {axis_} has a dim that appears multiple times in the list of dims")
     if any(self.shape[a] == 0 for a in axis_) and op is not Ops.ADD and op is not Ops.MUL:
-      raise RuntimeError(f"max/min of a tensor with a zero-size reduced dim is not defined; shape={self.shape}")
+      # like torch: IndexError when a zero-size dim is named, RuntimeError for a full reduction
+      raise (RuntimeError if axis is None else IndexError)(f"max/min of a tensor with a zero-size reduced dim is undefined; shape={self.shape}")
     ret = self._apply_uop(lambda u: u.r(op, axis_)) if any(self.shape[a] != 1 for a in axis_) else self
     if any(self.shape[a] == 0 for a in axis_):
       ret = Tensor.full(tuple(1 if i in axis_ else s for i, s in enumerate(self.shape)), identity_element(op, self.dtype), dtype=self.dtype, device=self.device)
@@ -633,7 +646,8 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, RandomMixin,
 
   def pow(self, x: Tensor | ConstType, reverse: bool = False) -> Tensor:
     base, exponent = self._broadcasted(x, reverse=reverse)
-    if dtypes.is_int(base.dtype) and dtypes.is_int(exponent.dtype):
+    if not dtypes.is_float(base.dtype) and not dtypes.is_float(exponent.dtype):  # ints and bools, like torch
+      if not reverse and type(x) is int and x < 0: raise RuntimeError("Integers to negative integer powers are not allowed.")
       from tg_core.frontend.elementwise import int_pow
       return int_pow(base, exponent)
     # x**y = exp2(y*log2|x|), with the sign fixed for negative bases with integer exponents; 0**0 = 1
@@ -642,7 +656,8 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, RandomMixin,
     neg_base = b < 0
     is_int_e = e.eq(e.trunc())
     odd = (e.abs() - 2 * (e.abs() * 0.5).floor()).eq(1)
-    ret = neg_base.where(is_int_e.where(odd.where(-ret, ret), ret * math.nan), ret)
+    # (a NaN constant, not ret * nan: that would put 0 * nan = NaN into the gradient of every element)
+    ret = neg_base.where(is_int_e.where(odd.where(-ret, ret), ret.full_like(math.nan)), ret)
     return (e.eq(0)).where(1, ret).cast(ret.dtype)
 
 def dedup_list(x: Iterable) -> list: return list(dict.fromkeys(x))
