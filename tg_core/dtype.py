@@ -209,16 +209,17 @@ def truncate_float(x: float, dt: DType) -> float:
   if dt in dtypes.fp8s: return _fp8_round(x, dt)
   raise TypeError(f"{dt} is not a float dtype")
 
-# *** fp8 (OCP e4m3fn and e5m2) conversion, saturating like torch's casts for e4m3fn NaN handling ***
+# *** fp8 (OCP e4m3fn and e5m2) conversion, like torch's casts: e4m3fn saturates, e5m2 overflows to inf ***
 FP8_MAX = {dtypes.fp8e4m3: 448.0, dtypes.fp8e5m2: 57344.0}
 def float_to_fp8(x: float, dt: DType) -> int:
-  """Round-to-nearest-even float -> fp8 bits. e4m3fn has no inf: out of range becomes NaN (0x7f), like torch."""
+  """Round-to-nearest-even float -> fp8 bits, like torch's casts: e4m3fn has no inf, so out of range (inf included)
+  saturates to +-448; e5m2 rounds past its max to +-inf. NaN keeps its sign (0x7f / 0xff)."""
   exp_bits, man_bits = dtypes.finfo(dt)
   bias = (1 << (exp_bits - 1)) - 1
   sign = 0x80 if math.copysign(1.0, x) < 0 else 0
-  if math.isnan(x): return 0x7F if dt == dtypes.fp8e4m3 else 0x7E
+  if math.isnan(x): return sign | 0x7F
   ax = abs(x)
-  if dt == dtypes.fp8e5m2 and math.isinf(ax): return sign | 0x7C
+  if math.isinf(ax): return sign | (0x7C if dt == dtypes.fp8e5m2 else 0x7E)
   if ax == 0: return sign
   # quantize in the value domain: find exponent, round mantissa to nearest even
   e = max(math.floor(math.log2(ax)), 1 - bias)
@@ -229,7 +230,7 @@ def float_to_fp8(x: float, dt: DType) -> int:
   if rem > 0.5 or (rem == 0.5 and qr % 2 == 1): qr += 1
   val = qr * scale
   if val > FP8_MAX[dt]:
-    if dt == dtypes.fp8e4m3: return sign | 0x7F
+    if dt == dtypes.fp8e4m3: return sign | 0x7E  # saturates to the max normal
     return sign | 0x7C  # e5m2 overflows to inf
   if val == 0: return sign
   e2 = max(math.floor(math.log2(val)), 1 - bias)
