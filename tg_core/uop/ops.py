@@ -60,6 +60,23 @@ class KernelInfo:
   applied_opts: tuple = ()
   opts_to_apply: tuple | None = None
 
+# *** properties derived from sources, computed without recursion ***
+_MISSING = object()
+class recursive_property:
+  """Like functools.cached_property, for properties computed from the sources' values of the same property. On a miss
+  it fills the cache of every uncached node below first (in topological order), so deep graphs never recurse."""
+  def __init__(self, fxn: Callable[[Any], Any]):
+    self.fxn, self.name = fxn, fxn.__name__
+    self.__doc__ = fxn.__doc__
+  def __set_name__(self, owner: type, name: str) -> None: self.name = name
+  def __get__(self, x: Any, owner: Any = None) -> Any:
+    if x is None: return self
+    d = x.__dict__
+    if (v := d.get(self.name, _MISSING)) is not _MISSING: return v
+    name = self.name
+    for u in x.toposort(gate=lambda n: name not in n.__dict__): u.__dict__[name] = self.fxn(u)
+    return d[name]
+
 # *** hash-consing ***
 
 def _key_arg(arg: Any) -> Any:
@@ -102,7 +119,7 @@ class UOp(metaclass=UOpMetaClass):
     if (self.op, self.dtype, self.src, self.arg, self.tag) == new: return self
     return UOp(*new)
   def rtag(self, tag: Any = True) -> UOp: return self.replace(tag=tag)
-  @functools.cached_property
+  @recursive_property
   def key(self) -> bytes:
     import hashlib
     return hashlib.sha256(str((self.op, self.dtype, self.arg, self.tag)).encode() + b"".join(s.key for s in self.src)).digest()
@@ -146,7 +163,7 @@ class UOp(metaclass=UOpMetaClass):
     return graph_rewrite(self, symbolic, name="simplify")
 
   # *** shape / device / addrspace (derived, cached) ***
-  @functools.cached_property
+  @recursive_property
   def _shape(self) -> tuple[sint, ...] | None:
     match self.op:
       case Ops.PARAM | Ops.BUFFER | Ops.RETURNED:
@@ -195,7 +212,7 @@ class UOp(metaclass=UOpMetaClass):
   def ndim(self) -> int: return len(self.shape)
   def numel(self) -> sint: return prod(self.shape)
   def max_numel(self) -> int: return prod(s if isinstance(s, int) else s.vmax for s in self.shape)
-  @functools.cached_property
+  @recursive_property
   def device(self) -> str | tuple[str, ...] | None:
     match self.op:
       case Ops.DEVICE: return self.arg
@@ -208,7 +225,7 @@ class UOp(metaclass=UOpMetaClass):
     for s in self.src:
       if (d := s.device) is not None: return d
     return None
-  @functools.cached_property
+  @recursive_property
   def addrspace(self) -> AddrSpace:
     if self.op in GroupOp.Defines: return self.arg.addrspace
     if self.op in {Ops.SPECIAL, Ops.RANGE, Ops.LOAD, Ops.CONST}: return AddrSpace.ALU  # LOAD brings things into the ALU
@@ -225,7 +242,7 @@ class UOp(metaclass=UOpMetaClass):
       if u.op in GroupOp.Movement or u.op in {Ops.AFTER, Ops.CONTIGUOUS, Ops.BITCAST, Ops.INDEX}: u = u.src[0]
       else: raise RuntimeError(f"{u.op} is not a buffer")
     return u
-  @functools.cached_property
+  @recursive_property
   def ranges(self) -> dict[UOp, None]:
     """Open RANGEs this node depends on (ENDed and REDUCEd ranges are closed)."""
     if self.op is Ops.RANGE: return {self: None}
@@ -489,7 +506,7 @@ class UOp(metaclass=UOpMetaClass):
   def vmin(self) -> ConstType: return self._min_max[0]
   @property
   def vmax(self) -> ConstType: return self._min_max[1]
-  @functools.cached_property
+  @recursive_property
   def _min_max(self) -> tuple[ConstType, ConstType]:
     lo, hi = self._unclamped_min_max()
     # fixed-width ints wrap: a result whose exact range leaves the dtype can be any value of the dtype
