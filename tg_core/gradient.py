@@ -48,6 +48,8 @@ pm_gradient = PatternMatcher([
   (UPat(Ops.REDUCE_AXIS, name="ret"), reduce_gradient),
   (UPat((Ops.CONTIGUOUS, Ops.CONTIGUOUS_BACKWARD), name="ret"), lambda ctx, ret: (ctx,) + (None,) * (len(ret.src) - 1)),
   (UPat(Ops.DETACH, name="ret"), lambda ctx, ret: (None,)),
+  # an assigned tensor is a leaf: the gradient doesn't flow into the buffer or the stored value (tinygrad doesn't flow through ASSIGN)
+  (UPat(Ops.AFTER, name="ret"), lambda ctx, ret: (None,) * len(ret.src)),
   (UPat(Ops.COPY, name="ret"), lambda ctx, ret: (ctx.copy_to_device(ret.src[0].device), None)),
   (UPat(Ops.RESHAPE, name="ret"), lambda ctx, ret: (ctx.reshape(ret.src[0].shape),)),
   (UPat(Ops.EXPAND, name="ret"), lambda ctx, ret: (

@@ -13,6 +13,8 @@ from tg_core.uop import GroupOp, Ops
 from tg_core.uop.ops import UOp
 from tg_core.uop.rewrite import graph_rewrite
 from tg_core.codegen.linearize import linearize
+from tg_core.codegen.transcendental import rewrite_transcendental
+from tg_core.codegen.dtype_emulation import rewrite_emulated_dtypes
 from tg_core.codegen.lowerer import ReduceContext, add_gpudims, lower_weak, merge_ends, pm_lower_reduce
 from tg_core.codegen.opt import Opt, apply_opts, expand_upcasts, hand_coded_optimizations
 
@@ -55,6 +57,7 @@ def full_rewrite_to_sink(ast: UOp, ren: Renderer, opts: list[Opt] | None = None)
   sink = merge_ends(graph_rewrite(sink, pm_lower_reduce, ctx=ReduceContext(), name="lower reduce"))
   sink = graph_rewrite(sink, _symbolic(), name="simplify lowered")
   sink = lower_weak(sink)
+  sink = rewrite_emulated_dtypes(rewrite_transcendental(sink, ren), ren)  # approximate missing EXP2/LOG2/SIN, emulate missing dtypes
   if (extra := getattr(ren, "extra_matcher", None)) is not None: sink = graph_rewrite(sink, extra, ctx=ren, name="renderer rewrites")
   verify_if_spec(sink, spec_program, "program")
   return sink

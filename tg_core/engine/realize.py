@@ -4,7 +4,7 @@ import time, weakref
 from typing import Any
 
 from tg_core.device import Buffer, Device
-from tg_core.helpers import BEAM, DEBUG, GlobalCounters, colored, time_to_str
+from tg_core.helpers import BEAM, DEBUG, EMULATED_DTYPES, TRANSCENDENTAL, GlobalCounters, colored, time_to_str
 from tg_core.uop import Ops
 from tg_core.uop.ops import UOp
 from tg_core.schedule import ScheduleItem
@@ -35,9 +35,9 @@ class CompiledRunner:
     gs = tuple(self.p.global_size) + (1,) * (3 - len(self.p.global_size)) if len(self.p.global_size) <= 3 else tuple(self.p.global_size)
     return self.prg(*[b._buf for b in bufs], global_size=gs, local_size=tuple(self.p.local_size or (1, 1, 1)), vals=vals, wait=wait)
 
-_runner_cache: dict[tuple[str, UOp], CompiledRunner] = {}
+_runner_cache: dict[tuple, CompiledRunner] = {}
 def get_runner(device: str, ast: UOp) -> CompiledRunner:
-  key = (Device.canonicalize(device), ast)
+  key = (Device.canonicalize(device), ast, TRANSCENDENTAL.value, EMULATED_DTYPES.value)  # codegen reads these two knobs
   if (r := _runner_cache.get(key)) is None:
     opts = None
     if BEAM >= 1 and ast.arg is not None and ast.arg.opts_to_apply is None:

@@ -4,8 +4,8 @@ from enum import Enum, auto
 
 class FastEnum(Enum):
   """An Enum that sorts by value and hashes fast (ops are dict keys everywhere)."""
-  def __lt__(self, x: FastEnum) -> bool: return self.value < x.value
-  def __hash__(self) -> int: return self.value
+  def __lt__(self, x: FastEnum) -> bool: return self._value_ < x._value_
+  def __hash__(self) -> int: return self._value_
   def __repr__(self) -> str: return f"Ops.{self.name}"
   @staticmethod
   def _generate_next_value_(_: str, __: int, ___: int, last_values: list) -> int: return 1 + max([0, *last_values])
