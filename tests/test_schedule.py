@@ -158,3 +158,22 @@ def test_realize_many_elementwise(n: int):
   ts = [Tensor(a) * (i + 1) for i in range(n)]
   check_schedule(ts, n)
   for i, t in enumerate(ts): np.testing.assert_allclose(t.numpy(), a * (i + 1), rtol=1e-6)
+
+def test_assign_swap_reads_old_values():
+  a, b = Tensor([1.0, 2.0, 3.0]).realize(), Tensor([4.0, 5.0, 6.0]).realize()
+  a_old = Tensor(a.uop)
+  a.assign(b)
+  b.assign(a_old)
+  Tensor.realize(a, b)
+  assert a.tolist() == [4.0, 5.0, 6.0] and b.tolist() == [1.0, 2.0, 3.0]
+
+def test_assign_from_other_view_of_itself():
+  c = Tensor([1.0, 2.0, 3.0, 4.0]).realize()
+  c.assign(c.flip(0))
+  assert c.realize().tolist() == [4.0, 3.0, 2.0, 1.0]
+
+def test_identical_graphs_do_not_alias_after_realize():
+  x, y = Tensor.zeros(3), Tensor.zeros(3)
+  x.realize(); y.realize()  # noqa: E702
+  x[0] = 1
+  assert x.tolist() == [1.0, 0.0, 0.0] and y.tolist() == [0.0, 0.0, 0.0]

@@ -72,9 +72,47 @@ def get_realizes(sink: UOp) -> dict[UOp, None]:
           stack.extend(children.get(c, []))
   return realizes
 
+def _view_top_reads(sink: UOp) -> dict[UOp, list[tuple[UOp, UOp]]]:
+  """For each BUFFER: the (consumer, view) pairs that read it, a view being the movement-op chain over the buffer.
+  Assign targets (src[0] of AFTER and STORE) are writes, not reads."""
+  reads: dict[UOp, list[tuple[UOp, UOp]]] = {}
+  for n in sink.toposort():
+    if n.op in GroupOp.Movement: continue
+    for i, s in enumerate(n.src):
+      if i == 0 and n.op in (Ops.AFTER, Ops.STORE): continue
+      b = s
+      while b.op in GroupOp.Movement: b = b.src[0]
+      if b.op is Ops.BUFFER and not b.is_variable: reads.setdefault(b, []).append((n, s))
+  return reads
+
+def fix_write_hazards(sink: UOp) -> UOp:
+  """An assign overwrites its buffer while other kernels (or itself, through another view, e.g. `a.assign(a.flip(0))`)
+  may still need the old values. Those reads get a snapshot (a copy made before the assign runs)."""
+  writers = [u for u in sink.toposort() if u.op is Ops.AFTER and len(u.src) >= 2 and u.src[1].op is Ops.STORE]
+  if not writers: return sink
+  reads = _view_top_reads(sink)
+  consumer_subs: dict[UOp, dict[UOp, UOp]] = {}
+  snaps: dict[UOp, UOp] = {}
+  for w in writers:
+    buf, target = w.src[0].base, w.src[0]
+    sites = reads.get(buf, [])
+    own = set(w.src[1].src[1].toposort(gate=lambda u: u.op is not Ops.AFTER))
+    if all(n in own and v is target for n, v in sites): continue  # only elementwise reads of itself at the written index
+    snap = snaps.setdefault(buf, buf.copy_to_device(buf.device))  # a COPY always makes a new buffer
+    for n, v in sites: consumer_subs.setdefault(n, {})[v] = v.substitute({buf: snap}) if v is not buf else snap
+  if not snaps: return sink
+  new_nodes = {n: n.replace(src=tuple(m.get(s, s) for s in n.src)) for n, m in consumer_subs.items()}
+  sink = sink.substitute(new_nodes, walk=False)
+  # every assign to a snapshotted buffer runs after its snapshot: the snapshot joins the AFTER's dependencies
+  adds = {u: u.replace(src=(*u.src, snaps[u.src[0].base])) for u in sink.toposort()
+          if u.op is Ops.AFTER and len(u.src) >= 2 and u.src[1].op is Ops.STORE and u.src[0].base in snaps}
+  return sink.substitute(adds, walk=False) if adds else sink
+
 def create_schedule(sink: UOp) -> tuple[list[ScheduleItem], dict[UOp, UOp]]:
   """Schedule the tensors in `sink`. Returns the items in execution order and a map from every realized tensor node
   to the view of the buffer that now holds it."""
+  orig = sink
+  sink = fix_write_hazards(sink)
   realizes = get_realizes(sink)
   realized: dict[UOp, UOp] = {}
   items: list[ScheduleItem] = []
@@ -104,4 +142,5 @@ def create_schedule(sink: UOp) -> tuple[list[ScheduleItem], dict[UOp, UOp]]:
       items.append(ScheduleItem(ast, bufs, var_vals))
     realized[u] = view
   if DEBUG >= 3: print(f"scheduled {len(items)} items for {len(sink.src)} outputs")
+  if sink is not orig: realized.update({o: realized[n] for o, n in zip(orig.src, sink.src) if n in realized})
   return items, realized
