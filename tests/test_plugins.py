@@ -39,7 +39,7 @@ def test_import_loads_no_plugin_code(good: pathlib.Path):
   assert r.stdout.strip() == "['tg_template', 'tg_template.plugin']", r.stdout + r.stderr
 
 def test_conformance_kit_passes_on_template(good: pathlib.Path):
-  r = run(good, "", args=["-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "--pyargs", "tg_core.testing", "--tg-device=TEMPLATE"])
+  r = run(good, "", args=["-m", "pytest", "-x", "-p", "no:cacheprovider", "--pyargs", "tg_core.testing", "--tg-device=TEMPLATE"])
   assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
   assert " passed" in r.stdout
 

@@ -175,10 +175,10 @@ def strong_dtype(dt: DType) -> DType:
 def least_upper_float(dt: DType) -> DType: return dt if dtypes.is_float(dt) else least_upper_dtype(dt, dtypes.weakfloat)
 
 def sum_acc_dtype(dt: DType) -> DType:
-  """The dtype `sum` accumulates in (and returns), like torch: small ints widen, bool sums as int."""
+  """The dtype `sum` accumulates in: small ints widen, bool sums as int, floats narrower than float32 accumulate in float32."""
   if dtypes.is_unsigned(dt): return least_upper_dtype(dt, dtypes.uint32) if dt.bitsize < 32 else dt
   if dtypes.is_int(dt) or dt == dtypes.bool: return least_upper_dtype(dt, dtypes.int32) if dt.bitsize < 32 else dt
-  return least_upper_dtype(dt, dtypes.float32) if dt in dtypes.fp8s else dt
+  return least_upper_dtype(dt, dtypes.float32) if dtypes.is_float(dt) and dt.bitsize < 32 else dt
 
 # *** value truncation (what a constant of a dtype can hold) ***
 def truncate_int(x: int, dt: DType) -> int:

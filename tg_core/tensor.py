@@ -144,8 +144,12 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, RandomMixin,
       sink = resolved
     items, becomes = create_schedule(sink)
     if becomes:
+      # the realized tensors now hold their buffers. Other tensors with an identical (hash-consed) graph keep it: giving
+      # them the same buffer would alias them, and a later assign to one would change the other. An assign (AFTER) is
+      # unique to its target buffer, so every tensor holding it moves to the buffer.
+      targets = {id(t) for t in (self, *lst)}
       for t in list(all_tensors):
-        if (nu := becomes.get(t.uop)) is not None: t.uop = nu
+        if (id(t) in targets or t.uop.op is Ops.AFTER) and (nu := becomes.get(t.uop)) is not None: t.uop = nu
     return items, {}
   def schedule(self, *lst: Tensor) -> list:
     """The kernels that realize these tensors, in order. The tensors now refer to their (not yet filled) buffers: run the
@@ -539,7 +543,8 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, RandomMixin,
   def sum(self, axis: int | Sequence[int] | None = None, keepdim: bool = False, dtype: DTypeLike | None = None) -> Tensor:
     acc = to_dtype(dtype) if dtype is not None else sum_acc_dtype(self.dtype)
     ret = self.cast(acc)._reduce(Ops.ADD, axis, keepdim)
-    return ret
+    # half-precision floats accumulate in float32 and return their own dtype (like torch)
+    return ret.cast(self.dtype) if dtype is None and dtypes.is_float(self.dtype) and self.dtype.bitsize < 32 else ret
   def prod(self, axis: int | Sequence[int] | None = None, keepdim: bool = False, dtype: DTypeLike | None = None) -> Tensor:
     acc = to_dtype(dtype) if dtype is not None else sum_acc_dtype(self.dtype)
     return self.cast(acc)._reduce(Ops.MUL, axis, keepdim)
