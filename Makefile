@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e ".[test]"
+	$(BIN)/pip install -q -e ".[test,demo]"
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -19,7 +19,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check tg_core tests bench
 
 demo: $(STAMP)
-	$(BIN)/python -m tg_core.demo
+	$(BIN)/python examples/digits_cnn.py
 
 bench: $(STAMP)
 	$(BIN)/python bench/rewrite.py

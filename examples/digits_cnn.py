@@ -1,6 +1,6 @@
 """Train a small CNN on scikit-learn's 8x8 digits with Adam and report test accuracy.
 
-  python examples/digits_cnn.py                # defaults: 8 epochs, batch 64, Adam lr 3e-3, on the default device
+  python examples/digits_cnn.py                # defaults: 8 epochs, batch 64, Adam lr 1e-2, on the default device
   DEV=PYTHON python examples/digits_cnn.py --epochs 4
 """
 from __future__ import annotations
@@ -30,7 +30,7 @@ def load_digits(seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarr
   te, tr = perm[:n_test], perm[n_test:]
   return x[tr], y[tr], x[te], y[te]
 
-def train(epochs: int = 8, batch: int = 64, lr: float = 3e-3, seed: int = 0, verbose: bool = True) -> float:
+def train(epochs: int = 8, batch: int = 64, lr: float = 1e-2, seed: int = 0, verbose: bool = True) -> float:
   """Train and return the test accuracy in [0, 1]."""
   Tensor.manual_seed(seed)
   xtr, ytr, xte, yte = load_digits(seed)
@@ -66,7 +66,7 @@ def main() -> None:
   ap = argparse.ArgumentParser(description="Train a small CNN on scikit-learn's digits with Adam.")
   ap.add_argument("--epochs", type=int, default=8, help="passes over the training set (default 8)")
   ap.add_argument("--batch", type=int, default=64, help="batch size (default 64)")
-  ap.add_argument("--lr", type=float, default=3e-3, help="Adam learning rate (default 3e-3)")
+  ap.add_argument("--lr", type=float, default=1e-2, help="Adam learning rate (default 1e-2)")
   ap.add_argument("--seed", type=int, default=0, help="seed for init, split and shuffling (default 0)")
   args = ap.parse_args()
   train(args.epochs, args.batch, args.lr, args.seed)

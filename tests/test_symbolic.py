@@ -283,6 +283,18 @@ class TestMatchers:
     assert len(symbolic) > len(symbolic_simple) > 10
     a = V("a", 0, 10)
     assert graph_rewrite(a * 1 + 0, symbolic_simple) is a
+  def test_vectors(self):
+    """Rules that compute with constant args skip vectors (per-lane args); structural ones still apply."""
+    v = V("a", 0, 10, dtypes.int32).broadcast(4)
+    c = lambda *xs: UOp.const(dtypes.int32.vec(4), xs)
+    for e in [(v * c(1, 2, 3, 4)) * c(2, 2, 2, 2), (v + c(1, 2, 3, 4)) + c(1, 1, 1, 1), (v * c(4, 4, 4, 4) + v) // c(4, 4, 4, 4) % c(3, 3, 3, 3),
+              v + c(1, 2, 3, 4) < c(5, 5, 5, 5), v.maximum(c(1, 2, 3, 4)).maximum(c(3, 0, 0, 0)), (v < c(1, 2, 3, 4)).where(v, v + 1),
+              (v < c(1, 2, 3, 4)).logical_not() & (v < c(4, 3, 2, 1)), c(1, 0, 1, 0).ne(c(0, 0, 0, 0)).where(v, v * 2)]:
+      s = e.simplify()
+      assert s.dtype == e.dtype and s.simplify() is s
+    assert (v * 1 + 0).simplify() is v
+    assert (c(1, 2, 3, 4) + v).simplify() is v + c(1, 2, 3, 4)
+
   def test_idempotent(self):
     a, b, c = V("a", 0, 10), V("b", 0, 3), V("c", -4, 4)
     for e in ((a * 16 + b * 4 + c) // 4 % 8, (a + c) // 3 + (b - c) % 5, (a * 2 < c + 7).where(a, c.maximum(b))):
@@ -305,6 +317,7 @@ TEMPLATES = [
   lambda x, y, k1, k2, k3: ((x < k1) | (k2 < x)).where(y, x) + (x < k3).logical_not().where(k1, k2) + ((x < k1) | (x < k3)).where(y, k2),
   lambda x, y, k1, k2, k3: ((x * k1 + k2).ne(k3) & (x + y).eq(k2)) | (k1 < x * k3).logical_not(),
   lambda x, y, k1, k2, k3: (x + k2).maximum(x) + (x * k1).maximum(k2).maximum(k3) + (y - x).minimum(k1),
+  lambda x, y, k1, k2, k3: (x // k3) * k3 + x % k3 + ((x + y) // k1) * (k1 * k2) + ((x + y) % k1) * k2 + (y // k1) * k3 + y % k1,
 ]
 
 def _check_templates(template: int, dtype: DType, ranges: list[tuple[int, int]], ys: tuple[int, int]) -> None:

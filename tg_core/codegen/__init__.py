@@ -49,12 +49,26 @@ def choose_opts(ast: UOp, ren: Renderer) -> list[Opt]:
   if NOOPT or not getattr(ren, "default_opts", True): return []
   return hand_coded_optimizations(ast, ren.has_local)
 
+def _native_reduce_filter(sink: UOp, ren: Renderer):  # type: ignore[no-untyped-def]
+  """For renderers that reduce whole axes at once (`vectorized_reduce_limit`: the most elements one REDUCE may span,
+  grid included), which REDUCEs to leave unlowered. None: lower them all into loops."""
+  if not (limit := getattr(ren, "vectorized_reduce_limit", 0)): return None
+  grid = prod(int(u.src[0].arg) for u in sink.toposort() if u.op is Ops.SPECIAL and u.src[0].op is Ops.CONST)
+  from tg_core.codegen.dtype_emulation import emulated_dtypes
+  emu = emulated_dtypes(ren)  # emulated dtypes need the lowered (register accumulator) form
+  def keep(red: UOp) -> bool:
+    if red.dtype.scalar() in emu: return False
+    sizes = [r.src[0].arg for r in red.src[1:] if r.op is Ops.RANGE]
+    nested = any(u.op is Ops.REDUCE for u in red.src[0].toposort())  # a reduce inside a reduce stays a loop
+    return all(isinstance(x, int) for x in sizes) and not nested and grid * prod(sizes) <= limit
+  return keep
+
 def full_rewrite_to_sink(ast: UOp, ren: Renderer, opts: list[Opt] | None = None) -> UOp:
   from tg_core.uop.spec import spec_program, verify_if_spec
   sink = graph_rewrite(ast, _symbolic(), name="simplify kernel")
   sink = expand_upcasts(apply_opts(sink, choose_opts(sink, ren) if opts is None else opts))
   sink = add_gpudims(sink, ren.global_max)
-  sink = merge_ends(graph_rewrite(sink, pm_lower_reduce, ctx=ReduceContext(), name="lower reduce"))
+  sink = merge_ends(graph_rewrite(sink, pm_lower_reduce, ctx=ReduceContext(_native_reduce_filter(sink, ren)), name="lower reduce"))
   sink = graph_rewrite(sink, _symbolic(), name="simplify lowered")
   sink = lower_weak(sink)
   sink = rewrite_emulated_dtypes(rewrite_transcendental(sink, ren), ren)  # approximate missing EXP2/LOG2/SIN, emulate missing dtypes

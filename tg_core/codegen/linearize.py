@@ -1,6 +1,7 @@
 """Linearize: order a lowered kernel graph into a list of UOps with properly nested RANGE ... END loops.
 
-Each node belongs to the innermost loop among the ranges it depends on. Loops nest as their ENDs say (the ranges
+Each node belongs to the innermost loop among the ranges it depends on. A RANGE with no END is not a loop: renderers
+that reduce whole axes at once (PYTHON) see it as an axis of values that a REDUCE folds. Loops nest as their ENDs say (the ranges
 still open at a range's END enclose it). Inside one loop body, nodes and whole child loops are ordered
 topologically, each child loop as one unit from its RANGE to its END."""
 from __future__ import annotations
@@ -30,9 +31,10 @@ def linearize(sink: UOp) -> list[UOp]:
     enc = [x for x in ends[r].ranges]
     parent[r] = max(enc, key=rdepth) if enc else None
   def block_of(u: UOp) -> UOp | None:
+    if u.op is Ops.RANGE and u not in ends: return None
     if u.op is Ops.RANGE: return parent.get(u)
     if u.op is Ops.END: return parent.get(next(r for r in u.src[1:] if r.op is Ops.RANGE))
-    rs = u.ranges
+    rs = [r for r in u.ranges if r in ends]  # a RANGE without an END is a vector axis (reduced by a REDUCE), not a loop
     if not rs: return None
     return max(rs, key=rdepth)
   blk = {u: block_of(u) for u in topo}
@@ -44,7 +46,7 @@ def linearize(sink: UOp) -> list[UOp]:
     return ret[::-1]
   # the item a node is in, seen from block B: the node itself or the child loop of B that contains it
   def item_in(u: UOp, b: UOp | None) -> UOp | tuple | None:
-    own = u if u.op is Ops.RANGE else (next(r for r in u.src[1:] if r.op is Ops.RANGE) if u.op is Ops.END else None)
+    own = u if u.op is Ops.RANGE and u in ends else (next(r for r in u.src[1:] if r.op is Ops.RANGE) if u.op is Ops.END else None)
     p = path(blk[u]) + ([own] if own is not None else [])
     if b is None: return ("loop", p[0]) if p else u
     if b not in p: return None
@@ -52,7 +54,7 @@ def linearize(sink: UOp) -> list[UOp]:
     return ("loop", p[i+1]) if i + 1 < len(p) else u
   members: dict[UOp | None, list[UOp]] = {}
   for u in topo:
-    own = u if u.op is Ops.RANGE else (next(r for r in u.src[1:] if r.op is Ops.RANGE) if u.op is Ops.END else None)
+    own = u if u.op is Ops.RANGE and u in ends else (next(r for r in u.src[1:] if r.op is Ops.RANGE) if u.op is Ops.END else None)
     for b in [None, *path(blk[u]), *([own] if own is not None else [])]: members.setdefault(b, []).append(u)
 
   out: list[UOp] = []

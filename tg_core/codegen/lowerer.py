@@ -1,6 +1,7 @@
 """Lowering passes of a kernel AST toward a linear program: grid dims, register accumulators, weak dtypes."""
 from __future__ import annotations
 import itertools
+from typing import Callable
 
 from tg_core.dtype import AddrSpace, DType, dtypes
 from tg_core.uop import Ops
@@ -40,12 +41,14 @@ pm_drop_dead_ends = PatternMatcher([
 
 # *** REDUCE -> a register accumulator updated inside the reduce loops ***
 class ReduceContext:
-  def __init__(self) -> None: self.acc_num = itertools.count()
+  """`keep(red)` True leaves a REDUCE for the renderer (the PYTHON interpreter reduces whole axes with numpy)."""
+  def __init__(self, keep: Callable[[UOp], bool] | None = None) -> None: self.acc_num, self.keep = itertools.count(), keep
 
-def lower_reduce(ctx: ReduceContext, red: UOp) -> UOp:
+def lower_reduce(ctx: ReduceContext, red: UOp) -> UOp | None:
   inp, rngs = red.src[0], [r for r in red.src[1:] if r.op is Ops.RANGE]
   op: Ops = red.arg
   if not rngs: return inp
+  if ctx.keep is not None and ctx.keep(red): return None
   acc = UOp(Ops.BUFFER, red.dtype, arg=ParamArg(next(ctx.acc_num), red.dtype, 1, addrspace=AddrSpace.REG))
   outer = tuple(red.ranges)
   zero = UOp.const(dtypes.weakint, 0)

@@ -134,6 +134,8 @@ class PythonRenderer(Renderer):
   global_max = (1 << 31,) * 16
   has_local = False
   default_opts = False  # the reference runs kernels as written: upcasting only adds interpreted ops
+  # a REDUCE spanning at most this many elements (grid included) runs as one numpy reduction over extra axes
+  vectorized_reduce_limit = 1 << 24
   def render(self, uops: list[UOp]) -> str:
     idx = {u: i for i, u in enumerate(uops)}
     prog = [(u.op, u.dtype, tuple(idx[s] for s in u.src), u.arg) for u in uops]
@@ -155,14 +157,29 @@ class PythonProgram:
 
 def run_program(prog: list[tuple], bufs: tuple[Any, ...], vals: tuple[int, ...]) -> None:
   specials = sorted([i for i, p in enumerate(prog) if p[0] is Ops.SPECIAL], key=lambda i: prog[i][3])
-  ndim = len(specials)
-  special_pos = {i: n for n, i in enumerate(specials)}
+  ended = {s for p in prog if p[0] is Ops.END for s in p[2][1:]}
+  # RANGEs without an END are vector axes (folded by a REDUCE): each gets an axis after the grid's
+  vec_ranges = [i for i, p in enumerate(prog) if p[0] is Ops.RANGE and i not in ended]
+  ndim = len(specials) + len(vec_ranges)
+  special_pos = {i: n for n, i in enumerate(specials + vec_ranges)}
   var_pos = {p[3].name: n for n, p in enumerate(sorted([p for p in prog if p[0] is Ops.PARAM and p[3].addrspace is AddrSpace.ALU],
                                                        key=lambda p: p[3].name))}
   values: list[Any] = [None] * len(prog)
   loop_stack: dict[int, int] = {}   # RANGE index -> END index
   for i, (op, dt, src, arg) in enumerate(prog):
     if op is Ops.END: loop_stack[next(s for s in src[1:] if prog[s][0] is Ops.RANGE)] = i
+  # values not needed anymore are dropped right away (big grid-shaped arrays), except around loops, which re-read them
+  depth, in_loop = 0, []
+  for i, p in enumerate(prog):
+    if p[0] is Ops.RANGE and i in loop_stack: depth += 1
+    in_loop.append(depth > 0)
+    if p[0] is Ops.END: depth -= 1
+  last_use: dict[int, int] = {}
+  for i, p in enumerate(prog):
+    for s_ in p[2]: last_use[s_] = i
+  free_after: dict[int, list[int]] = {}
+  for v, i in last_use.items():
+    if not in_loop[i] and not in_loop[v] and prog[v][0] not in (Ops.PARAM, Ops.BUFFER, Ops.AFTER, Ops.INDEX): free_after.setdefault(i, []).append(v)
   pc = 0
   n = len(prog)
   while pc < n:
@@ -198,6 +215,19 @@ def run_program(prog: list[tuple], bufs: tuple[Any, ...], vals: tuple[int, ...])
           g = np.broadcast_to(gate, shape)
           bidx, bval = bidx[g], bval[g]
         mem[bidx.ravel()] = bval.ravel()
+    elif op is Ops.RANGE and pc in special_pos:
+      values[pc] = np.arange(int(values[src[0]]), dtype=_compute_np(dt)).reshape([-1 if d == special_pos[pc] else 1 for d in range(ndim)])
+    elif op is Ops.REDUCE:
+      axes = tuple(special_pos[r] for r in src[1:])
+      x = np.asarray(values[src[0]])
+      x = x.reshape(x.shape + (1,) * (ndim - x.ndim)) if x.ndim < ndim else x
+      sizes = {special_pos[r]: int(prog[prog[r][2][0]][3]) for r in src[1:]}  # the keep filter allows const sizes only
+      full = tuple(sizes.get(d, x.shape[d]) for d in range(ndim))
+      x = np.broadcast_to(x, full)
+      red = {Ops.ADD: np.add, Ops.MUL: np.multiply, Ops.MAX: np.maximum}[arg]
+      with np.errstate(all="ignore"): r = red.reduce(x, axis=axes, keepdims=True, dtype=x.dtype) if x.size else \
+        np.full([1 if d in axes else x.shape[d] for d in range(ndim)], {Ops.ADD: 0, Ops.MUL: 1}.get(arg, 0), dtype=x.dtype)
+      values[pc] = _round_to(r, dt.scalar()) if dt.scalar() in (dtypes.bfloat16, *dtypes.fp8s) else r
     elif op is Ops.RANGE:
       end = values[src[0]]
       if pc not in loop_stack: raise RuntimeError("RANGE without END")
@@ -217,6 +247,7 @@ def run_program(prog: list[tuple], bufs: tuple[Any, ...], vals: tuple[int, ...])
     elif op in GroupOp.ALU: values[pc] = _alu(op, dt, [values[s] for s in src], prog[src[0]][1])
     elif op in {Ops.SINK, Ops.GROUP, Ops.NOOP, Ops.BARRIER}: pass
     else: raise NotImplementedError(f"PYTHON can't run {op}")
+    for v in free_after.get(pc, ()): values[v] = None
     pc += 1
 
 def _from_storage(raw: np.ndarray, dt: DType) -> np.ndarray:

@@ -74,8 +74,11 @@ class recursive_property:
     d = x.__dict__
     if (v := d.get(self.name, _MISSING)) is not _MISSING: return v
     name = self.name
-    for u in x.toposort(gate=lambda n: name not in n.__dict__): u.__dict__[name] = self.fxn(u)
-    return d[name]
+    if all(name in s.__dict__ for s in x.src): v = d[name] = self.fxn(x)  # the common case: sources known, no walk
+    else:
+      for u in x.toposort(gate=lambda n: name not in n.__dict__): u.__dict__[name] = self.fxn(u)
+      v = d[name]
+    return v
 
 # *** hash-consing ***
 
@@ -388,6 +391,7 @@ class UOp(metaclass=UOpMetaClass):
       dtype = dtypes.bool if op in GroupOp.Comparison else (least_upper_dtype(*[s.dtype for s in srcs[-2:]]) if op is Ops.WHERE else
               least_upper_dtype(*[s.dtype for s in srcs]) if op not in {Ops.SHL, Ops.SHR} else self.dtype)
       if srcs[0].dtype.count > 1 and op in GroupOp.Comparison: dtype = dtypes.bool.vec(srcs[0].dtype.count)
+      elif (cnt := srcs[-1].dtype.count) > 1 and dtype.count == 1: dtype = dtype.vec(cnt)  # least_upper_dtype gives scalars
     return UOp(op, dtype, srcs)
   def _binop(self, op: Ops, x: UOp | ConstType, reverse: bool) -> UOp:
     y = x if isinstance(x, UOp) else self.const_like(x)

@@ -14,6 +14,7 @@ Semantics every rule keeps (they are those of `exec_alu`/`sym_infer`):
     `x+0 -> x` does turn `-0.0 + 0.0` into `-0.0`, the one liberty taken.
 """
 from __future__ import annotations
+import functools
 import math
 from typing import Callable
 
@@ -250,7 +251,7 @@ def fold_max_range(x: UOp, y: UOp) -> UOp | None:
 
 # *** the rule tables ***
 
-x_int, y_int = UPat.var("x", dtypes.ints), UPat.var("y", dtypes.ints)
+x_int = UPat.var("x", dtypes.ints)
 x_weak = UPat.var("x", dtypes.weakint)
 x_bool = UPat.var("x", dtypes.bool)
 c1, c2, cc = UPat.cvar("c1", vec=False), UPat.cvar("c2", vec=False), UPat.cvar("c", vec=False)
@@ -291,7 +292,8 @@ symbolic_simple = PatternMatcher([
   (x_bool & x_bool.ne(TRUE), lambda x: x.const_like(False)),
   (x_bool | x_bool.ne(TRUE), lambda x: x.const_like(True)),
   # ** where **
-  (UPat(Ops.WHERE, src=(UPat(Ops.CONST, name="c"), UPat.var("a"), UPat.var("b"))), lambda c, a, b: a if c.arg else b),
+  (UPat(Ops.WHERE, src=(UPat(Ops.CONST, name="c"), UPat.var("a"), UPat.var("b"))),
+   lambda c, a, b: (a if c.arg else b) if c.arg.__class__ is not tuple else None),
   (UPat.var("c").where(UPat.var("x"), UPat.var("x")), lambda c, x: x),
   (UPat.var("c", dtypes.bool).where(TRUE, FALSE), lambda c: c),
   (UPat.var("c", dtypes.bool).where(FALSE, TRUE), lambda c: c.ne(True)),
@@ -302,13 +304,29 @@ symbolic_simple = PatternMatcher([
   (UPat(Ops.SUB, dtype=dtypes.ints + dtypes.floats, src=(UPat.var("x"), UPat.var("y"))), lambda x, y: x + y * -1),
 ])
 
+def scalar_only(rules: list[tuple[UPat, Callable]]) -> PatternMatcher:
+  """A table whose rules decline vector nodes: they compute with constant args and value ranges of single lanes."""
+  def wrap(fxn: Callable) -> Callable:
+    @functools.wraps(fxn)
+    def wrapper(**kw: UOp) -> UOp | None:
+      for u in kw.values():
+        if u.dtype.count != 1: return None
+      return fxn(**kw)
+    return wrapper
+  return PatternMatcher([(pat, wrap(fxn)) for pat, fxn in rules])
+
 symbolic = symbolic_simple + PatternMatcher([
-  # ** canonical order: the constant of a commutative op goes last **
+  # ** canonical order: the constant of a commutative op goes last. The rules below rely on it **
   (UPat(GroupOp.Commutative, name="a", src=(UPat(Ops.CONST, name="c"), UPat.var("x"))),
    lambda a, c, x: a.replace(src=(x, c)) if x.op is not Ops.CONST else None),
-  # ** sums: combine like terms and constants (ints); x + x is exactly x*2 in floats too **
-  (UPat(Ops.ADD, dtype=dtypes.ints, name="x"), fold_add_chain),
+  # ** x + x is exactly x*2, in floats too **
   (UPat.var("x", dtypes.floats) + UPat.var("x"), lambda x: x * 2),
+  # ** where: a nested where on the same condition **
+  (UPat.var("c").where(UPat.var("c").where(UPat.var("a"), UPat.var("b")), UPat.var("d")), lambda c, a, b, d: c.where(a, d)),
+  (UPat.var("c").where(UPat.var("a"), UPat.var("c").where(UPat.var("b"), UPat.var("d"))), lambda c, a, b, d: c.where(a, d)),
+]) + scalar_only([
+  # ** sums: combine like terms and constants (ints) **
+  (UPat(Ops.ADD, dtype=dtypes.ints, name="x"), fold_add_chain),
   # ** products (ints): reassociate constants, move them last, distribute them over sums **
   (UPat(Ops.MUL, src=(UPat(Ops.MUL, src=(x_int, c1)), c2)), lambda x, c1, c2: x * exec_alu(Ops.MUL, x.dtype, [c1.arg, c2.arg])),
   (UPat(Ops.MUL, src=[UPat(Ops.MUL, src=(x_int, c1)), UPat.var("y")]), lambda x, c1, y: (x * y) * c1 if y.op is not Ops.CONST else None),
@@ -318,9 +336,6 @@ symbolic = symbolic_simple + PatternMatcher([
   (UPat(Ops.MAX, src=[UPat(Ops.ADD, src=(x_int, cc)), UPat.var("x")]),
    lambda x, c: (x + c if c.arg >= 0 else x) if _fits(x.dtype, x.vmin + c.arg, x.vmax + c.arg) else None),
   (UPat(Ops.MAX, src=(UPat(Ops.MAX, src=(x_int, c1)), c2)), lambda x, c1, c2: x.maximum(max(c1.arg, c2.arg))),
-  # ** where: a nested where on the same condition **
-  (UPat.var("c").where(UPat.var("c").where(UPat.var("a"), UPat.var("b")), UPat.var("d")), lambda c, a, b, d: c.where(a, d)),
-  (UPat.var("c").where(UPat.var("a"), UPat.var("c").where(UPat.var("b"), UPat.var("d"))), lambda c, a, b, d: c.where(a, d)),
   # ** division and modulo (see fold_divmod for when C-style division splits over a sum) **
   (x_int // UPat.var("y", dtypes.ints), lambda x, y: (x // (y * -1)) * -1 if _weak(x.dtype) and y.vmax < 0 else None),    # x//-y = -(x//y)
   (x_int // UPat.var("y", dtypes.ints), lambda x, y: ((x * -1) // y) * -1 if _weak(x.dtype) and x.vmax <= 0 < -x.vmin else None),   # -x//y = -(x//y)
@@ -349,4 +364,4 @@ symbolic = symbolic_simple + PatternMatcher([
   ((x_int < c1) | UPat(Ops.CMPLT, src=(c2, UPat.var("x"))), lambda x, c1, c2: UOp.const(dtypes.bool, True) if c2.arg < c1.arg else None),
 ])
 
-__all__ = ["symbolic_simple", "symbolic", "split_add", "linear_terms"]
+__all__ = ["symbolic_simple", "symbolic", "scalar_only", "split_add", "linear_terms"]
