@@ -1,27 +1,34 @@
-# Install steps live here: `make test` and `make demo` create .venv and install tg editable on first use.
+# Install steps live here: `make demo` and `make test` create .venv and install tg (editable) on first use.
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed
 
-$(STAMP): pyproject.toml
+$(BIN)/python:
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
+
+# the main job needs tg-core and scikit-learn (for the digits dataset)
+$(VENV)/.installed-demo: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q -e ".[demo]"
+	touch $@
+
+# the tests also need the references (torch CPU, safetensors, ...) and the test tools
+$(VENV)/.installed-test: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q -e ".[test,demo]"
-	touch $(STAMP)
+	touch $@
 
-install: $(STAMP)
-
-test: $(STAMP)
-	SPEC=1 $(BIN)/python -m pytest -n 2 tests
-
-lint: $(STAMP)
-	$(BIN)/ruff check tg_core tests bench
-
-demo: $(STAMP)
+demo: $(VENV)/.installed-demo
 	$(BIN)/python examples/digits_cnn.py
 
-bench: $(STAMP)
-	$(BIN)/python bench/rewrite.py
+test: $(VENV)/.installed-test
+	SPEC=1 $(BIN)/python -m pytest -n 2 tests
 
-.PHONY: install test lint demo bench
+lint: $(VENV)/.installed-test
+	$(BIN)/ruff check tg_core tests bench examples
+
+bench: $(VENV)/.installed-test
+	$(BIN)/python bench/matmul_python.py
+	$(BIN)/python bench/rewrite.py
+	$(BIN)/python bench/import_time.py
+
+.PHONY: demo test lint bench
