@@ -3,7 +3,11 @@
 Reports the median over runs of `import tg_core` and of `import tg_core; Device.DEFAULT` (which runs plugin discovery:
 every manifest is imported, no implementation). Goal: under 150 ms added by five plugins."""
 from __future__ import annotations
-import argparse, pathlib, statistics, sys, tempfile
+import argparse
+import pathlib
+import statistics
+import sys
+import tempfile
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "tests"))
 from plugin_env import make_venv, pip_install, plugin_copy, run  # noqa: E402

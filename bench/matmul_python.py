@@ -3,7 +3,8 @@
 The reference device interprets kernels with numpy; it is allowed to be slow, not unusable. Prints time per matmul
 for both and the ratio (tg / numpy; higher is slower)."""
 from __future__ import annotations
-import argparse, time
+import argparse
+import time
 
 import numpy as np
 

@@ -4,7 +4,9 @@
   DEV=PYTHON python examples/digits_cnn.py --epochs 4
 """
 from __future__ import annotations
-import argparse, sys, time
+import argparse
+import sys
+import time
 
 import numpy as np
 

@@ -1,4 +1,5 @@
 """Test-suite wiring: tests/ on sys.path for the shared helpers."""
-import os, sys
+import os
+import sys
 
 sys.path.insert(0, os.path.dirname(__file__))

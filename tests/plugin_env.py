@@ -1,6 +1,12 @@
 """Fresh virtualenvs with tg-core importable and chosen plugins installed, for the plugin-system tests and bench."""
 from __future__ import annotations
-import os, pathlib, shutil, site, subprocess, sys, sysconfig
+import os
+import pathlib
+import shutil
+import site
+import subprocess
+import sys
+import sysconfig
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 TEMPLATE = REPO / "examples" / "plugin_template"

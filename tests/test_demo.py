@@ -1,6 +1,7 @@
 """The main job: the README's demo trains a small CNN on scikit-learn's digits and must reach >= 95% test accuracy."""
 from __future__ import annotations
-import pathlib, sys
+import pathlib
+import sys
 
 import pytest
 

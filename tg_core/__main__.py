@@ -1,6 +1,8 @@
 """`python -m tg_core doctor`: what plugins are installed, whether they load, and which device DEV resolves to."""
 from __future__ import annotations
-import argparse, os, sys
+import argparse
+import os
+import sys
 
 def doctor(args: argparse.Namespace) -> int:
   from tg_core.device import Device

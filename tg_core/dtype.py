@@ -1,6 +1,9 @@
 """Data types, torch-compatible promotion, address spaces."""
 from __future__ import annotations
-import enum, functools, math, struct
+import enum
+import functools
+import math
+import struct
 from dataclasses import dataclass
 from typing import Any, Final, Union
 
@@ -36,8 +39,10 @@ class DType:
     assert self.count == 1, f"can't vectorize {self} with size {sz}"
     if sz == 1 or self == dtypes.void: return self
     return DType(self.priority, self.bitsize, f"{self.name}{sz}", None, sz, self)
-  def __reduce__(self) -> tuple: return (to_dtype, (INVERSE_DTYPES_DICT.get(self.name, self.name),)) if self.count == 1 else (DType.vec, (self.scalar(), self.count))
-  def __repr__(self) -> str: return f"dtypes.{INVERSE_DTYPES_DICT.get(self.scalar().name, self.scalar().name)}" + (f".vec({self.count})" if self.count > 1 else "")
+  def __reduce__(self) -> tuple:
+    return (to_dtype, (INVERSE_DTYPES_DICT.get(self.name, self.name),)) if self.count == 1 else (DType.vec, (self.scalar(), self.count))
+  def __repr__(self) -> str:
+    return f"dtypes.{INVERSE_DTYPES_DICT.get(self.scalar().name, self.scalar().name)}" + (f".vec({self.count})" if self.count > 1 else "")
   def __lt__(self, o: DType) -> bool: return (self.priority, self.bitsize, self.name, self.fmt, self.count) < (o.priority, o.bitsize, o.name, o.fmt, o.count)
   @property
   def min(self) -> ConstType: return dtypes.min(self)

@@ -2,7 +2,8 @@
 outputs from PARAM placeholders; `Tensor.call` calls a prebuilt body. Calls are differentiable: through a custom
 `grad_fxn`, or by inlining the body. Before scheduling, calls are inlined (`resolve_calls`)."""
 from __future__ import annotations
-import functools, time
+import functools
+import time
 from typing import Any, Callable, Generic, TypeVar, overload
 
 from tg_core.helpers import DEBUG

@@ -1,6 +1,12 @@
 """Small utilities and the environment knobs (ContextVar) shared by every stage of tg."""
 from __future__ import annotations
-import contextlib, functools, itertools, math, os, sys, time
+import contextlib
+import functools
+import itertools
+import math
+import os
+import sys
+import time
 from typing import Any, Callable, Iterable, Iterator, Sequence, TypeVar
 
 T = TypeVar("T")
@@ -74,7 +80,8 @@ class Context(contextlib.ContextDecorator):
 DEBUG, SPEC, BEAM, NOOPT = ContextVar("DEBUG", 0), ContextVar("SPEC", 0), ContextVar("BEAM", 0), ContextVar("NOOPT", 0)
 DEV = ContextVar("DEV", "")
 TRACK_MATCH_STATS = ContextVar("TRACK_MATCH_STATS", 0)
-TRANSCENDENTAL, SPLIT_REDUCEOP, LRU, CACHELEVEL = ContextVar("TRANSCENDENTAL", 1), ContextVar("SPLIT_REDUCEOP", 1), ContextVar("LRU", 1), ContextVar("CACHELEVEL", 2)
+TRANSCENDENTAL, SPLIT_REDUCEOP = ContextVar("TRANSCENDENTAL", 1), ContextVar("SPLIT_REDUCEOP", 1)
+LRU, CACHELEVEL = ContextVar("LRU", 1), ContextVar("CACHELEVEL", 2)
 NUM_CPU_THREADS = ContextVar("NUM_CPU_THREADS", 0)
 IGNORE_BEAM_CACHE = ContextVar("IGNORE_BEAM_CACHE", 0)
 EMULATED_DTYPES = ContextVar("EMULATED_DTYPES", "")

@@ -1,14 +1,15 @@
 """`Tensor`: the lazy, tinygrad-compatible front end. A Tensor wraps a UOp of the tensor graph; operations build
 graph, and `realize()` schedules, compiles and runs it. More ops live in the mixins of `tg_core.frontend`."""
 from __future__ import annotations
-import math, weakref
+import math
+import weakref
 from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
 from tg_core.dtype import ConstType, DType, DTypeLike, _from_np_dtype, _to_np_dtype, _to_np_storage, dtypes, least_upper_dtype, \
   least_upper_float, strong_dtype, sum_acc_dtype, to_dtype
-from tg_core.helpers import DEBUG, all_int, argsort, make_tuple, prod
+from tg_core.helpers import all_int, prod
 from tg_core.uop import GroupOp, Ops
 from tg_core.uop.ops import UOp, identity_element, resolve, sint, smax
 
@@ -198,7 +199,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, RandomMixin,
   def clone(self, device: str | None = None) -> Tensor:
     ret = Tensor(self.uop.copy_to_device(canonicalize_device(device)) if device is not None and canonicalize_device(device) != self.device
                  else self.uop.contiguous() if self.is_realized() else self.uop, requires_grad=self.requires_grad)
-    return ret.contiguous() if not ret.uop.op is Ops.CONTIGUOUS else ret
+    return ret.contiguous() if ret.uop.op is not Ops.CONTIGUOUS else ret
   def detach(self) -> Tensor: return Tensor(self.uop.detach(), requires_grad=False)
   def assign(self, x: Tensor | ConstType | list | np.ndarray) -> Tensor:
     if not isinstance(x, Tensor): x = Tensor(x, device=self.device, dtype=self.dtype)
@@ -250,7 +251,8 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, RandomMixin,
     return Tensor.full(self.shape, fill_value, dtype=kwargs.pop("dtype", self.dtype), device=kwargs.pop("device", self.device), **kwargs)
   def zeros_like(self, **kwargs: Any) -> Tensor: return self.full_like(0, **kwargs)
   def ones_like(self, **kwargs: Any) -> Tensor: return self.full_like(1, **kwargs)
-  def empty_like(self, **kwargs: Any) -> Tensor: return Tensor.empty(self.shape, dtype=kwargs.pop("dtype", self.dtype), device=kwargs.pop("device", self.device), **kwargs)
+  def empty_like(self, **kwargs: Any) -> Tensor:
+    return Tensor.empty(self.shape, dtype=kwargs.pop("dtype", self.dtype), device=kwargs.pop("device", self.device), **kwargs)
   @staticmethod
   def eye(n: int, m: int | None = None, dtype: DTypeLike | None = None, device: str | None = None, requires_grad: bool | None = None) -> Tensor:
     if n < 0 or (m is not None and m < 0): raise ValueError(f"cannot have negative {n=}, {m=}")

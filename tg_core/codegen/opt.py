@@ -5,7 +5,8 @@ Ranges are numbered in `kernel_axes` order: output (LOOP) ranges first, then red
 UPCAST splits an output range and computes `amt` outputs per thread; UNROLL splits a reduce range and folds `amt`
 reduce steps into one loop iteration; LOCAL splits an output range into a workgroup dimension."""
 from __future__ import annotations
-import functools, itertools
+import functools
+import itertools
 from dataclasses import dataclass
 from enum import Enum, auto
 

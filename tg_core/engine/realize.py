@@ -1,6 +1,7 @@
 """Realize: compile each scheduled kernel for its device (cached) and run the schedule on buffers."""
 from __future__ import annotations
-import time, weakref
+import time
+import weakref
 from typing import Any
 
 from tg_core.device import Buffer, Device

@@ -4,7 +4,11 @@ the manifest), check the API version it targets, collect what it provides, and r
 A plugin that fails (import error, incompatible API, invalid manifest) is recorded with the reason and skipped:
 it never breaks `import tg_core` or another device."""
 from __future__ import annotations
-import difflib, importlib, importlib.metadata as md, os, threading
+import difflib
+import importlib
+import importlib.metadata as md
+import os
+import threading
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any, Callable

@@ -2,7 +2,8 @@
 every grid index (SPECIAL) is an `arange` on its own axis, so each value in the program is an array that
 broadcasts over the grid, and only the loops inside a thread (reduce ranges) run as Python loops."""
 from __future__ import annotations
-import base64, pickle
+import base64
+import pickle
 from typing import Any
 
 import numpy as np
@@ -166,7 +167,7 @@ def run_program(prog: list[tuple], bufs: tuple[Any, ...], vals: tuple[int, ...])
                                                        key=lambda p: p[3].name))}
   values: list[Any] = [None] * len(prog)
   loop_stack: dict[int, int] = {}   # RANGE index -> END index
-  for i, (op, dt, src, arg) in enumerate(prog):
+  for i, (op, _, src, _) in enumerate(prog):
     if op is Ops.END: loop_stack[next(s for s in src[1:] if prog[s][0] is Ops.RANGE)] = i
   # values not needed anymore are dropped right away (big grid-shaped arrays), except around loops, which re-read them
   depth, in_loop = 0, []

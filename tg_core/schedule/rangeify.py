@@ -5,7 +5,8 @@ takes remainders, PERMUTE reorders, EXPAND zeroes, SHRINK offsets, FLIP mirrors,
 gate). A REDUCE_AXIS opens one RANGE per reduced axis and becomes a REDUCE over them. Symbolic simplification then
 folds the index arithmetic back to plain strides wherever the views line up."""
 from __future__ import annotations
-import itertools, sys
+import itertools
+import sys
 from dataclasses import dataclass, field
 
 from tg_core.dtype import AddrSpace, dtypes

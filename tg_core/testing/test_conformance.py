@@ -1,6 +1,7 @@
 """Conformance tests for a device (see tg_core/testing/__init__.py). Every value is checked against numpy."""
 from __future__ import annotations
-import subprocess, sys
+import subprocess
+import sys
 from typing import Any, Callable
 
 import numpy as np

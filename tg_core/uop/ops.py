@@ -1,6 +1,9 @@
 """`UOp`: the immutable, hash-consed node of tg's IR, and the small records its args use."""
 from __future__ import annotations
-import functools, itertools, math, weakref
+import functools
+import itertools
+import math
+import weakref
 from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING, Any, Callable, Sequence, Union
@@ -10,7 +13,7 @@ from tg_core.helpers import all_int, prod
 from tg_core.uop import GroupOp, Ops
 
 if TYPE_CHECKING:
-  from tg_core.uop.pattern import PatternMatcher
+  pass
 
 sint = Union[int, "UOp"]   # a size that may be symbolic
 PyConst = Union[float, int, bool]

@@ -1,6 +1,8 @@
 """`UPat` patterns over UOps and the `PatternMatcher` that applies a table of `UPat -> function` rules."""
 from __future__ import annotations
-import inspect, itertools, time
+import inspect
+import itertools
+import time
 from collections import defaultdict
 from typing import Any, Callable, Iterable, Sequence
 
@@ -47,7 +49,8 @@ class UPat:
   def var(name: str | None = None, dtype: DType | Iterable[DType] | None = None) -> UPat: return UPat(dtype=dtype, name=name)
   @staticmethod
   def cvar(name: str | None = None, dtype: DType | Iterable[DType] | None = None, vec: bool = True, arg: Any = None) -> UPat:
-    return UPat((Ops.CONST, Ops.STACK) if vec else Ops.CONST, dtype, name=name, arg=arg) if arg is None or not vec else UPat(Ops.CONST, dtype, name=name, arg=arg)
+    if arg is not None and vec: return UPat(Ops.CONST, dtype, name=name, arg=arg)
+    return UPat((Ops.CONST, Ops.STACK) if vec else Ops.CONST, dtype, name=name, arg=arg)
   @staticmethod
   def const(dtype: DType | Iterable[DType] | None, b: Any) -> UPat: return UPat(Ops.CONST, dtype=dtype, arg=b)
 

@@ -56,7 +56,8 @@ def render_expr(u: UOp) -> str:
 
 def _arg_src(arg: Any, names: dict[UOp, str]) -> str:
   if isinstance(arg, UOp): return names[arg]
-  if isinstance(arg, tuple): return "(" + "".join(_arg_src(a, names) + ", " for a in arg).rstrip(" ") + ")" if len(arg) != 1 else f"({_arg_src(arg[0], names)},)"
+  if isinstance(arg, tuple):
+    return "(" + "".join(_arg_src(a, names) + ", " for a in arg).rstrip(" ") + ")" if len(arg) != 1 else f"({_arg_src(arg[0], names)},)"
   if isinstance(arg, float) and arg != arg: return "math.nan"
   if isinstance(arg, float) and arg in (float("inf"), float("-inf")): return "math.inf" if arg > 0 else "-math.inf"
   return repr(arg)
