@@ -373,9 +373,9 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, RandomMixin,
     return x._broadcast_to(out_shape), y._broadcast_to(out_shape)
   def _broadcast_to(self, new_shape: tuple[sint, ...]) -> Tensor:
     if self.shape == new_shape: return self
-    if self.ndim > len(new_shape): raise ValueError(f"cannot broadcast tensor to fewer dimensions. shape={self.shape} to {new_shape=}")
+    if self.ndim > len(new_shape): raise BroadcastError(f"cannot broadcast tensor to fewer dimensions. shape={self.shape} to {new_shape=}")
     shape, _ = _align_left(self.shape, new_shape)
-    if any(not (s == ns or s == 1) for s, ns in zip(shape, new_shape)): raise ValueError(f"cannot broadcast {self.shape} to {new_shape=}")
+    if any(not (s == ns or s == 1) for s, ns in zip(shape, new_shape)): raise BroadcastError(f"cannot broadcast {self.shape} to {new_shape=}")
     return self.reshape(shape).expand(new_shape)
   def _binop(self, op: Ops, x: Tensor | ConstType, reverse: bool) -> Tensor:
     a, b = self._broadcasted(x, reverse)
@@ -454,21 +454,21 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, RandomMixin,
   def __ne__(self, x: Any) -> Tensor: return self.ne(x)  # type: ignore[override]
   def logical_not(self) -> Tensor: return self.cast(dtypes.bool)._apply_uop(lambda u: u.alu(Ops.CMPNE, u.const_like(True)))
   def _bitwise(self, op: Ops, x: Tensor | ConstType, reverse: bool) -> Tensor:
-    if self.dtype != dtypes.bool and not dtypes.is_int(self.dtype): raise RuntimeError(f"{self.dtype} is not supported for bitwise ops")
+    if self.dtype != dtypes.bool and not dtypes.is_int(self.dtype): raise NotImplementedError(f"{self.dtype} is not supported for bitwise ops: use a bool or integer tensor")
     a, b = self._broadcasted(x, reverse)
     return a._apply_uop(lambda u, v: u.alu(op, v), b)
   def bitwise_and(self, x: Tensor | ConstType, reverse: bool = False) -> Tensor: return self._bitwise(Ops.AND, x, reverse)
   def bitwise_or(self, x: Tensor | ConstType, reverse: bool = False) -> Tensor: return self._bitwise(Ops.OR, x, reverse)
   def bitwise_xor(self, x: Tensor | ConstType, reverse: bool = False) -> Tensor: return self._bitwise(Ops.XOR, x, reverse)
   def bitwise_not(self) -> Tensor:
-    if self.dtype != dtypes.bool and not dtypes.is_int(self.dtype): raise RuntimeError(f"{self.dtype} is not supported for bitwise_not")
+    if self.dtype != dtypes.bool and not dtypes.is_int(self.dtype): raise NotImplementedError(f"{self.dtype} is not supported for bitwise_not: use a bool or integer tensor")
     return self.logical_not() if self.dtype == dtypes.bool else self ^ -1
   def lshift(self, x: int | Tensor) -> Tensor:
-    if not dtypes.is_int(self.dtype): raise RuntimeError(f"{self.dtype} is not supported for shifts")
+    if not dtypes.is_int(self.dtype): raise NotImplementedError(f"{self.dtype} is not supported for shifts: use an integer tensor")
     a, b = self._broadcasted(x)
     return a._apply_uop(lambda u, v: u.alu(Ops.SHL, v), b)
   def rshift(self, x: int | Tensor) -> Tensor:
-    if not dtypes.is_int(self.dtype): raise RuntimeError(f"{self.dtype} is not supported for shifts")
+    if not dtypes.is_int(self.dtype): raise NotImplementedError(f"{self.dtype} is not supported for shifts: use an integer tensor")
     a, b = self._broadcasted(x)
     return a._apply_uop(lambda u, v: u.alu(Ops.SHR, v), b)
 
@@ -667,6 +667,9 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, RandomMixin,
     ret = neg_base.where(is_int_e.where(odd.where(-ret, ret), ret.full_like(math.nan)), ret)
     return (e.eq(0)).where(1, ret).cast(ret.dtype)
 
+class BroadcastError(RuntimeError, ValueError):
+  """Shapes that don't broadcast. A RuntimeError like torch's and a ValueError like tinygrad's."""
+
 def dedup_list(x: Iterable) -> list: return list(dict.fromkeys(x))
 def smin0(x: sint) -> sint: return x if not isinstance(x, int) else min(x, 0)
 
@@ -679,7 +682,7 @@ def _broadcast_shape(*shapes: tuple[sint, ...]) -> tuple[sint, ...]:
   out = []
   for dims in zip(*aligned):
     nz = [d for d in dims if d != 1]
-    if any(d != nz[0] for d in nz): raise ValueError(f"cannot broadcast shapes {shapes}: mismatch in dim sizes {dims}")
+    if any(d != nz[0] for d in nz): raise BroadcastError(f"cannot broadcast shapes {shapes}: mismatch in dim sizes {dims}")
     out.append(nz[0] if nz else 1)
   return tuple(out)
 
