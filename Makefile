@@ -21,6 +21,7 @@ demo: $(VENV)/.installed-demo
 	$(BIN)/python examples/digits_cnn.py
 
 test: $(VENV)/.installed-test
+	SPEC=1 DEV=PYTHON $(BIN)/python -m pytest -n 2 --pyargs tg_core.testing --tg-device=PYTHON
 	SPEC=1 $(BIN)/python -m pytest -n 2 tests
 
 lint: $(VENV)/.installed-test

@@ -1,5 +1,5 @@
 """Kernel optimizations (UPCAST / UNROLL and their expansion) never change results: every candidate BEAM would time
-and the hand-written heuristic, run on the PYTHON device, match numpy."""
+and the hand-written heuristic, run on the device the tensors live on (the default device), match numpy."""
 from __future__ import annotations
 from typing import Callable
 
@@ -21,9 +21,10 @@ def run_with_opts(t: Tensor, opts: list[Opt]) -> np.ndarray:
   items, _ = create_schedule(UOp.sink(t.uop))
   assert len(items) == 1
   si = items[0]
-  dev = Device["PYTHON"]
+  device = si.bufs[0].arg.device
+  dev = Device[device]
   p = get_program(si.ast, dev.renderer, opts)
-  prg = dev.runtime("PYTHON", p.name, dev.compiler.compile(p.src))
+  prg = dev.runtime(device, p.name, dev.compiler.compile(p.src))
   bufs = [buffer_of(b) for b in si.bufs]
   prg(*[b._buf for b in bufs])
   return np.frombuffer(bytes(bufs[0].as_buffer()), dtype=np.float32).reshape(t.shape)
@@ -73,3 +74,12 @@ def test_matmul_heuristic_tiles_both_axes_and_unrolls():
 def test_bad_opts_raise(opt: Opt):
   items, _ = create_schedule(UOp.sink((Tensor(A) @ Tensor(B)).uop))
   with pytest.raises(KernelOptError): apply_opt(items[0].ast, opt)
+
+@pytest.mark.parametrize("opts", [[Opt(OptOps.LOCAL, 0, 4)], [Opt(OptOps.LOCAL, 1, 2), Opt(OptOps.UPCAST, 0, 2)], [Opt(OptOps.LOCAL, 0, 2), Opt(OptOps.UNROLL, 2, 4)]],
+                         ids=str)
+def test_local_opts_match_numpy(opts: list[Opt]):
+  # LOCAL splits an output axis into a workgroup dimension (lidx); results don't change
+  np.testing.assert_allclose(run_with_opts(Tensor(A) @ Tensor(B), opts), A @ B, rtol=1e-5, atol=1e-5)
+  items, _ = create_schedule(UOp.sink((Tensor(A) @ Tensor(B)).uop))
+  p = get_program(items[0].ast, Device["PYTHON"].renderer, opts)
+  assert p.local_size is not None and p.local_size[0] == opts[0].arg

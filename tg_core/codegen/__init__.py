@@ -86,10 +86,12 @@ def get_program(ast: UOp, ren: Renderer, opts: list[Opt] | None = None) -> Progr
   name = ast.arg.name if ast.arg is not None else "kernel"
   specials = sorted([u for u in uops if u.op is Ops.SPECIAL and u.arg.startswith("gidx")], key=lambda u: u.arg)
   global_size = [int(u.src[0].arg) for u in specials] or [1]
+  lspecials = sorted([u for u in uops if u.op is Ops.SPECIAL and u.arg.startswith("lidx")], key=lambda u: u.arg)
+  local_size = [int(u.src[0].arg) for u in lspecials] or None
   params = [u for u in uops if u.op is Ops.PARAM and u.arg.addrspace is AddrSpace.GLOBAL]
   outs = sorted({u.src[0].src[0].arg.slot for u in uops if u.op is Ops.STORE and u.src[0].op is Ops.INDEX and u.src[0].src[0].op is Ops.PARAM})
   ins = sorted({u.src[0].src[0].arg.slot for u in uops if u.op is Ops.LOAD and u.src[0].op is Ops.INDEX and u.src[0].src[0].op is Ops.PARAM})
   vars_ = sorted([u for u in uops if u.op is Ops.PARAM and u.arg.addrspace is AddrSpace.ALU], key=lambda v: v.arg.name)
   ops = sum(1 for u in uops if u.op in GroupOp.ALU) * max(1, int(prod(global_size)))
   if DEBUG >= 4: print(src)
-  return ProgramSpec(name, src, ren.device, ast, uops, global_size, None, vars_, [p.arg.slot for p in params], outs, ins, ops)
+  return ProgramSpec(name, src, ren.device, ast, uops, global_size, local_size, vars_, [p.arg.slot for p in params], outs, ins, ops)

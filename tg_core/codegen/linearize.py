@@ -18,13 +18,15 @@ def linearize(sink: UOp) -> list[UOp]:
     if u.op is Ops.END:
       for r in u.src[1:]:
         if r.op is Ops.RANGE: ends[r] = u
-  # parent loop of each range: the innermost range still open at its END
-  depth: dict[UOp, int] = {}
-  def rdepth(r: UOp) -> int:
-    if r not in depth:
-      enclosing = ends[r].ranges if r in ends else {}
-      depth[r] = len(enclosing)
-    return depth[r]
+  # parent loop of each range: the innermost range still open at its END. The depth counts every enclosing loop,
+  # transitively: a reduce loop whose body doesn't use an outer loop's index is still nested inside that loop
+  anc: dict[UOp, set[UOp]] = {}
+  def ancestors(r: UOp) -> set[UOp]:
+    if r not in anc:
+      anc[r] = set()
+      for x in (ends[r].ranges if r in ends else {}): anc[r] |= {x} | ancestors(x)
+    return anc[r]
+  def rdepth(r: UOp) -> int: return len(ancestors(r))
   for r in ends: rdepth(r)
   parent: dict[UOp, UOp | None] = {}
   for r in ends:

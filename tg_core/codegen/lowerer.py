@@ -13,9 +13,10 @@ from tg_core.uop.rewrite import graph_rewrite
 def add_gpudims(ast: UOp, global_max: tuple[int, ...] | None) -> UOp:
   if global_max is None: return ast
   loops = [u for u in ast.toposort() if u.op is Ops.RANGE and u.arg[1] in (AxisType.LOOP, AxisType.GLOBAL)]
-  if not loops: return ast
+  # LOCAL ranges (from the LOCAL opt) become workgroup indices
+  subs: dict[UOp, UOp] = {r: UOp.special(r.src[0], f"lidx{i}") for i, r in
+                          enumerate(sorted([u for u in ast.toposort() if u.op is Ops.RANGE and u.arg[1] is AxisType.LOCAL], key=lambda r: r.arg[0]))}
   loops = sorted(loops, key=lambda r: r.arg[0])
-  subs: dict[UOp, UOp] = {}
   if len(loops) <= len(global_max) and all(isinstance(r.src[0].arg, int) and r.src[0].arg <= m for r, m in zip(loops, global_max)):
     for i, r in enumerate(loops): subs[r] = UOp.special(r.src[0], f"gidx{i}")
   else:
@@ -30,6 +31,7 @@ def add_gpudims(ast: UOp, global_max: tuple[int, ...] | None) -> UOp:
       subs[r] = rem % r.src[0].arg
       rem = rem // r.src[0].arg
     for i, r in enumerate(kept): subs[r] = UOp.special(r.src[0], f"gidx{i+1}")
+  if not subs: return ast
   # ENDs of replaced ranges go away
   ret = ast.substitute(subs)
   return graph_rewrite(ret, pm_drop_dead_ends, name="drop ends of grid dims")
