@@ -537,7 +537,8 @@ class UOp(metaclass=UOpMetaClass):
         if s1_vmin > 0: return (0 if s0_vmin >= 0 else -(s1_vmax - 1)), (0 if s0_vmax <= 0 else s1_vmax - 1)
         if s1_vmax < 0: return (0 if s0_vmin >= 0 else -(-s1_vmin - 1)), (0 if s0_vmax <= 0 else -s1_vmin - 1)
         m = max(abs(s1_vmin), abs(s1_vmax)) - 1
-        return (0 if s0_vmin >= 0 else -m), (0 if s0_vmax <= 0 else m)
+        # the divisor may be 0, and x % 0 == x (the reference's value): the range must hold x's too
+        return min(0 if s0_vmin >= 0 else -m, s0_vmin), max(0 if s0_vmax <= 0 else m, s0_vmax)
       if self.op is Ops.IDIV:
         assert isinstance(s0_vmin, int) and isinstance(s0_vmax, int) and isinstance(s1_vmin, int) and isinstance(s1_vmax, int)
         if s1_vmin == s1_vmax == 0: return self.dtype.min, self.dtype.max
