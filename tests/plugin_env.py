@@ -18,8 +18,15 @@ def make_venv(path: pathlib.Path) -> pathlib.Path:
   py = path / "bin" / "python"
   purelib = pathlib.Path(subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                                         check=True, capture_output=True, text=True).stdout.strip())
-  deps = [p for p in site.getsitepackages() + [sysconfig.get_paths()["purelib"]] if os.path.isdir(p)]
-  (purelib / "tg_repo.pth").write_text("\n".join([str(REPO), *dict.fromkeys(deps)]) + "\n")
+  # the current environment's packages, minus any tg plugin installed there: a farm of symlinks on the venv's path
+  farm = path / "deps"
+  farm.mkdir()
+  for d in dict.fromkeys(p for p in site.getsitepackages() + [sysconfig.get_paths()["purelib"]] if os.path.isdir(p)):
+    for entry in os.scandir(d):
+      low = entry.name.lower()
+      if low.startswith(("tg_", "tg-", "__editable__", "_tg_")) or low.endswith(".pth") or (farm / entry.name).exists(): continue
+      (farm / entry.name).symlink_to(entry.path)
+  (purelib / "tg_repo.pth").write_text(f"{REPO}\n{farm}\n")
   return py
 
 def site_packages(py: pathlib.Path) -> pathlib.Path:
