@@ -1,4 +1,4 @@
-"""Tensor methods: nn ops. Built only from Tensor's core primitives (see tg_core/tensor.py)."""
+"""Tensor methods: nn ops, built from Tensor's core primitives (tg_core/tensor.py) and the other frontend mixins."""
 from __future__ import annotations
 import functools
 import math
@@ -32,54 +32,8 @@ def _check_reduction(reduction: str) -> None:
 class NNMixin:
   __slots__ = ()
 
-  # *** private helpers (built from core primitives only) ***
-
-  def _nn_pad(self: Tensor, grouped: Sequence[tuple[int, int]], value: float = 0.0) -> Tensor:
-    """Constant-pad the trailing dims by `(before, after)` pairs; negative amounts crop."""
-    full = ((0, 0),) * (self.ndim - len(grouped)) + tuple(grouped)
-    x = self
-    if any(b > 0 or a > 0 for b, a in full): x = x.pad(tuple((max(b, 0), max(a, 0)) for b, a in full), value=value)
-    if any(b < 0 or a < 0 for b, a in full):
-      x = x.shrink(tuple((-min(b, 0), s - (-min(a, 0))) for (b, a), s in zip(full, x.shape)))
-    return x
-
-  def _nn_repeat(self: Tensor, repeats: Sequence[int]) -> Tensor:
-    """Tile the tensor `repeats[i]` times along dim i (same ndim)."""
-    base = self.shape
-    x = self.reshape(flatten((1, s) for s in base)).expand(flatten((r, s) for r, s in zip(repeats, base)))
-    return x.reshape(tuple(r * s for r, s in zip(repeats, base)))
-
-  def _nn_one_hot_along_dim(self: Tensor, num_classes: int, dim: int = -1) -> Tensor:
-    """Bool tensor: `self == arange(num_classes)` broadcast along `dim` (self has size 1 there)."""
-    from tg_core.tensor import Tensor
-    if not dtypes.is_int(self.dtype): raise RuntimeError(f"expected an integer index tensor, got {self.dtype}")
-    offset = self.ndim - self._resolve_dim(dim) - 1
-    return self == Tensor.arange(num_classes, device=self.device, dtype=self.dtype).reshape((num_classes,) + (1,) * offset)
-
-  def _nn_gather(self: Tensor, dim: int, index: Tensor) -> Tensor:
-    """torch.gather built from a one-hot mask and a sum."""
-    dim = self._resolve_dim(dim)
-    x = self.shrink(tuple((0, i) if d != dim else None for d, i in enumerate(index.shape))).unsqueeze(-1).transpose(-1, dim)
-    return index.unsqueeze(-1)._nn_one_hot_along_dim(self.shape[dim]).where(x, 0).sum(-1, dtype=self.dtype)
-
-  def _nn_softmax_parts(self: Tensor, axis: int) -> tuple[Tensor, Tensor, Tensor]:
-    m = self - self.max(axis, keepdim=True).detach()
-    e = m.exp()
-    return m, e, e.sum(axis, keepdim=True)
-
-  def _nn_softmax(self: Tensor, axis: int = -1) -> Tensor:
-    x = self if dtypes.is_float(self.dtype) else self.cast(dtypes.default_float)
-    _, e, ss = x._nn_softmax_parts(axis)
-    return e.div(ss)
-
-  def _nn_log_softmax(self: Tensor, axis: int = -1) -> Tensor:
-    x = self if dtypes.is_float(self.dtype) else self.cast(dtypes.default_float)
-    m, _, ss = x._nn_softmax_parts(axis)
-    return m - ss.log()
-
-  def _nn_logsigmoid(self: Tensor) -> Tensor:
-    # log(sigmoid(x)) = min(x, 0) - log(1 + exp(-|x|)), stable for large |x|
-    return self.minimum(0) - ((-self.abs()).exp() + 1).log()
+  # *** private helpers ***
+  # NOTE: one-hot masks use IndexingMixin._one_hot_along_dim (bool, any dim); the public one_hot is int32 on a new last dim
 
   def _do_reduction(self: Tensor, reduction: ReductionStr = "mean") -> Tensor:
     _check_reduction(reduction)
@@ -137,7 +91,7 @@ class NNMixin:
       # input size scaling factor to make sure shrink for stride is possible
       f_ = [1 + int(o * s > (i - d * (k - 1))) for o, s, i, d, k in zip(o_, s_, i_, d_, k_)]
       # repeats such that we don't need padding
-      x = self._nn_repeat([1] * len(noop) + [ceildiv(k * (i * f + d), i) for k, i, d, f in zip(k_, i_, d_, f_)])
+      x = self.repeat([1] * len(noop) + [ceildiv(k * (i * f + d), i) for k, i, d, f in zip(k_, i_, d_, f_)])
       # handle dilation
       x = x.shrink(tuple(noop + [(0, k * (i * f + d)) for k, i, d, f in zip(k_, i_, d_, f_)]))
       x = x.reshape(tuple(x.shape[:len(noop)]) + tuple(flatten((k, i * f + d) for k, i, d, f in zip(k_, i_, d_, f_))))
@@ -149,7 +103,7 @@ class NNMixin:
       # permute to move reduce to the end
       return x.permute(*range(len(noop)), *[len(noop) + i * 2 + 1 for i in range(len(i_))], *[len(noop) + i * 2 for i in range(len(i_))])
     # non-overlapping windows: pad to a multiple of the stride, reshape and shrink
-    x = self._nn_pad([(0, max(0, o * s - i)) for i, o, s in zip(i_, o_, s_)])
+    x = self.pad((None,) * len(noop) + tuple((0, max(0, o * s - i)) for i, o, s in zip(i_, o_, s_)))
     x = x.shrink(tuple(noop + [(0, o * s) for o, s in zip(o_, s_)]))
     x = x.reshape(tuple(x.shape[:len(noop)]) + tuple(flatten((o, s) for o, s in zip(o_, s_))))
     x = x.shrink(tuple(noop + flatten(((0, o), (0, k)) for o, k in zip(o_, k_))))
@@ -184,12 +138,12 @@ class NNMixin:
     """Average pooling over the last len(kernel_size) dims (any number of dims). `t.avg_pool2d((2, 2))`"""
     k_, s_, d_, reg_pads = self._pool_args(kernel_size, stride, dilation, padding)
     axis = tuple(range(-len(k_), 0))
-    def pool(x: Tensor, padding_: Sequence[int]) -> Tensor: return x._nn_pad(_flat_to_grouped(padding_))._pool(k_, s_, d_)
+    def pool(x: Tensor, padding_: Sequence[int]) -> Tensor: return x.pad(padding_)._pool(k_, s_, d_)
     pads = self._apply_ceil_mode(reg_pads, k_, s_, d_) if ceil_mode else reg_pads
     if not count_include_pad: return pool(self, pads).sum(axis) / pool(self.ones_like(), pads).sum(axis)
     if not ceil_mode: return pool(self, pads).mean(axis)
     # ceil mode counts the regular padding but not the extra ceil padding
-    return pool(self, pads).sum(axis) / pool(self._nn_pad(_flat_to_grouped(reg_pads)).ones_like(),
+    return pool(self, pads).sum(axis) / pool(self.pad(reg_pads).ones_like(),
                                              tuple(cp - rp for cp, rp in zip(pads, reg_pads))).sum(axis)
 
   def max_pool2d(self: Tensor, kernel_size: int | tuple[int, ...] = (2, 2), stride: int | tuple[int, ...] | None = None,
@@ -201,12 +155,12 @@ class NNMixin:
     k_, s_, d_, pads = self._pool_args(kernel_size, stride, dilation, padding)
     axis = tuple(range(-len(k_), 0))
     if ceil_mode: pads = self._apply_ceil_mode(pads, k_, s_, d_)
-    pooled = self._nn_pad(_flat_to_grouped(pads), value=dtypes.min(self.dtype))._pool(k_, s_, d_)
+    pooled = self.pad(pads, value=dtypes.min(self.dtype))._pool(k_, s_, d_)
     if not return_indices: return pooled.max(axis)
     spatial_sz = int(prod(spatial_shape := self.shape[-len(k_):]))
     idx = Tensor.arange(spatial_sz, 0, -1, device=self.device).reshape(spatial_shape)
     m = pooled == pooled.max(axis, keepdim=True)
-    idx = m * idx._nn_pad(_flat_to_grouped(pads), value=dtypes.min(idx.dtype))._pool(k_, s_, d_)
+    idx = m * idx.pad(pads, value=dtypes.min(idx.dtype))._pool(k_, s_, d_)
     return pooled.max(axis), spatial_sz - idx.max(axis)
 
   def max_unpool2d(self: Tensor, indices: Tensor, kernel_size: int | tuple[int, ...] = (2, 2), stride: int | tuple[int, ...] | None = None,
@@ -224,7 +178,7 @@ class NNMixin:
       for i, (o, ds, s) in enumerate(zip(output_size, default_size, s_)):
         if not ds - s <= o <= ds + s: raise ValueError(f'invalid output_size "{output_size}" (dim {i} must be between {ds - s} and {ds + s})')
     if indices.shape != self.shape: raise RuntimeError(f"expected indices of shape {self.shape}, got {indices.shape}")
-    mask = indices.reshape(bs, c, 1, -1)._nn_one_hot_along_dim(prod(output_size), 2)
+    mask = indices.reshape(bs, c, 1, -1)._one_hot_along_dim(prod(output_size), 2)
     ret = mask.where(self.reshape(bs, c, 1, -1), 0).sum(3, dtype=self.dtype)
     # overlapping windows can send one position (with one value) twice: average the forward, while each source keeps the full
     # gradient like torch (which gathers grad_output at the indices)
@@ -260,7 +214,7 @@ class NNMixin:
         padding_ = flatten((d * (k - 1) // 2, d * (k - 1) - d * (k - 1) // 2) for k, d in reversed(list(zip(HW, d_))))
     else: padding_ = _resolve_pool_pads(padding, len(HW))
     # conv is a pooling op (with padding): (bs, groups*cin, *oyx, *HW)
-    x = self._nn_pad(_flat_to_grouped(padding_))._pool(HW, s_, d_)
+    x = self.pad(padding_)._pool(HW, s_, d_)
     rcout, oyx = cout // groups, x.shape[2:-len(HW)]
     x = x.reshape(bs, groups, cin, 1, *oyx, *HW).expand(bs, groups, cin, rcout, *oyx, *HW)
     x = x.permute(0, 1, 3, *[4 + i for i in range(len(oyx))], 2, *[4 + len(oyx) + i for i in range(len(HW))])
@@ -316,11 +270,11 @@ class NNMixin:
         index = (scale * arr if align_corners else (scale * (arr + 0.5)) - 0.5).maximum(0).minimum(self.shape[i] - 1)
         low, high, perc = [y.reshape(reshape).expand(expand) for y in (index.floor().cast(dtypes.int32), index.ceil().cast(dtypes.int32),
                                                                          index - index.floor())]
-        lo, hi = x._nn_gather(i, low), x._nn_gather(i, high)
+        lo, hi = x.gather(i, low), x.gather(i, high)
         x = lo + (hi - lo) * perc
       else:
         index = (scale * (arr + 0.5) if mode == "nearest-exact" else scale * arr).cast(dtypes.int32).minimum(self.shape[i] - 1)
-        x = x._nn_gather(i, index.reshape(reshape).expand(expand))
+        x = x.gather(i, index.reshape(reshape).expand(expand))
     return x.cast(self.dtype)
 
   # *** losses ***
@@ -335,7 +289,7 @@ class NNMixin:
     """BCE on logits `self` (numerically stable), with optional `pos_weight`."""
     _check_reduction(reduction)
     if Y.shape != self.shape: raise ValueError(f"Target size ({Y.shape}) must be the same as input size ({self.shape})")
-    log_p, log_1_minus_p = self._nn_logsigmoid(), (-self)._nn_logsigmoid()
+    log_p, log_1_minus_p = self.logsigmoid(), (-self).logsigmoid()
     return (-((1 if pos_weight is None else pos_weight) * Y * log_p + (1 - Y) * log_1_minus_p))._do_reduction(reduction)
 
   def sparse_categorical_crossentropy(self: Tensor, Y: Tensor, ignore_index: int = -1, label_smoothing: float = 0.0,
@@ -344,9 +298,9 @@ class NNMixin:
     if not 0.0 <= label_smoothing <= 1.0: raise RuntimeError(f"label_smoothing must be between 0.0 and 1.0. Got: {label_smoothing}")
     _check_reduction(reduction)
     if Y.shape != self.shape[:-1]: raise ValueError(f"expected target of shape {self.shape[:-1]}, got {Y.shape}")
-    log_probs = self._nn_log_softmax(-1)
+    log_probs = self.log_softmax(-1)
     loss_mask = Y.ne(ignore_index) if ignore_index != -1 else Y.ones_like(dtype=dtypes.bool)
-    y = Y.unsqueeze(-1)._nn_one_hot_along_dim(self.shape[-1], dim=-1) * loss_mask.unsqueeze(-1)
+    y = Y.unsqueeze(-1)._one_hot_along_dim(self.shape[-1], dim=-1) * loss_mask.unsqueeze(-1)
     smoothing = label_smoothing * (log_probs.mean(-1) * loss_mask)
     unreduced = (1 - label_smoothing) * (log_probs * y).sum(-1) + smoothing
     # NOTE: because of ignore_index, the mean divides by the number of counted targets
@@ -363,10 +317,10 @@ class NNMixin:
       if self.ndim > 1 and Y.ndim > 0 and Y.shape[0] != self.shape[0]:
         raise ValueError(f"Expected input batch_size ({self.shape[0]}) to match target batch_size ({Y.shape[0]}).")
       if Y.shape != expected or not dtypes.is_int(Y.dtype): raise RuntimeError(f"shape mismatch: input {self.shape} vs target {Y.shape}")
-      Y = Y.unsqueeze(classes_dim)._nn_one_hot_along_dim(self.shape[classes_dim], dim=classes_dim)
+      Y = Y.unsqueeze(classes_dim)._one_hot_along_dim(self.shape[classes_dim], dim=classes_dim)
     elif not dtypes.is_float(Y.dtype): raise RuntimeError(f"expected class-probability targets to be floating point, got {Y.dtype}")
     Y = (1 - label_smoothing) * Y + label_smoothing / int(Y.shape[classes_dim])
-    return -self._nn_log_softmax(classes_dim).mul(Y).sum(classes_dim)._do_reduction(reduction)
+    return -self.log_softmax(classes_dim).mul(Y).sum(classes_dim)._do_reduction(reduction)
 
   def nll_loss(self: Tensor, Y: Tensor, weight: Tensor | None = None, ignore_index: int | None = None, reduction: ReductionStr = "mean") -> Tensor:
     """Negative log likelihood of log-probabilities `self` (classes on dim 1, or 0 for 1-D input) at class indices `Y`."""
@@ -380,7 +334,7 @@ class NNMixin:
     if not dtypes.is_int(Y.dtype): raise RuntimeError(f"expected an integer target, got {Y.dtype}")
     nc = self.shape[classes_dim]
     if weight is not None and weight.shape != (nc,): raise RuntimeError(f"weight tensor should be defined either for all {nc} classes or no classes")
-    onehot = Y.unsqueeze(classes_dim)._nn_one_hot_along_dim(nc, dim=classes_dim)
+    onehot = Y.unsqueeze(classes_dim)._one_hot_along_dim(nc, dim=classes_dim)
     w = Y.ones_like(dtype=self.dtype) if weight is None else \
       onehot.where(weight.reshape(nc, *[1] * (self.ndim - classes_dim - 1)), 0).sum(classes_dim, dtype=weight.dtype)
     masked_weight = w if ignore_index is None else w * Y.ne(ignore_index)
@@ -408,4 +362,4 @@ class NNMixin:
     if attn_mask is not None:
       if attn_mask.dtype == dtypes.bool: attn_mask = attn_mask.where(0.0, -math.inf)
       qk = qk + attn_mask
-    return qk.cast(self.dtype)._nn_softmax(-1).dropout(dropout_p) @ value
+    return qk.cast(self.dtype).softmax(-1).dropout(dropout_p) @ value
