@@ -19,6 +19,11 @@ ALL = pytest.mark.parametrize("dt", EMULATABLE, ids=[NAME[d] for d in EMULATABLE
 F16S = pytest.mark.parametrize("dt", [dtypes.float16, dtypes.bfloat16], ids=["float16", "bfloat16"])
 RNG = np.random.default_rng(7)
 
+@pytest.fixture(autouse=True)
+def _on_python():
+  # pinned to the PYTHON device (the default device depends on which plugins are installed, e.g. CPU with tg-cpu-x86)
+  with Context(DEV="PYTHON"): yield
+
 def emu(dt: DType | str) -> Context: return Context(EMULATED_DTYPES=dt if isinstance(dt, str) else NAME[dt])
 
 def torch_bits(t: torch.Tensor) -> np.ndarray:

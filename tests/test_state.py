@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from helpers import torch
-from tg_core import nn
+from tg_core import Device, nn
 from tg_core.dtype import _to_np_storage, dtypes
 from tg_core.nn.state import (SafetensorsError, get_parameters, get_state_dict, inverse_safe_dtypes, load_state_dict, safe_dtypes, safe_load,
                               safe_load_metadata, safe_save)
@@ -160,7 +160,7 @@ def test_load_torch_model_weights_into_tg(tmp_path):
     def __call__(self, x): return self.layers["2"](self.layers["0"](x).relu())
   net = Net()
   loaded = load_state_dict(net, {k.replace("0.", "layers.0.", 1).replace("2.", "layers.2.", 1): v for k, v in safe_load(fn).items()})
-  assert len(loaded) == 4 and all(t.device == "PYTHON" for t in loaded)
+  assert len(loaded) == 4 and all(t.device == Device.DEFAULT for t in loaded)
   x = np.random.default_rng(0).standard_normal((5, 4)).astype(np.float32)
   np.testing.assert_allclose(net(Tensor(x)).numpy(), tmod(torch.tensor(x)).detach().numpy(), atol=1e-6, rtol=1e-5)
 
@@ -273,5 +273,5 @@ def test_save_load_model_round_trip(tmp_path):
   safe_save(get_state_dict(a), fn)
   load_state_dict(b, safe_load(fn))
   for (k, va), vb in zip(get_state_dict(a).items(), get_state_dict(b).values()):
-    assert vb.device == "PYTHON", k
+    assert vb.device == Device.DEFAULT, k
     np.testing.assert_equal(va.numpy(), vb.numpy())

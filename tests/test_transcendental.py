@@ -16,6 +16,11 @@ BASIC_ALU = {Ops.ADD, Ops.MUL, Ops.WHERE, Ops.CMPLT, Ops.CMPNE, Ops.CAST, Ops.BI
              Ops.TRUNC, Ops.RECIPROCAL, Ops.SQRT}
 FNS = ("exp2", "log2", "sin")
 
+@pytest.fixture(autouse=True)
+def _on_python():
+  # pinned to the PYTHON device (the default device depends on which plugins are installed, e.g. CPU with tg-cpu-x86)
+  with Context(DEV="PYTHON"): yield
+
 def run(fn: str, x: np.ndarray, transcendental: int = 2) -> np.ndarray:
   with Context(TRANSCENDENTAL=transcendental): return getattr(Tensor(x), fn)().numpy()
 

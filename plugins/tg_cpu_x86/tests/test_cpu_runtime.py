@@ -1,0 +1,214 @@
+"""The CPU device end to end: multi-core splitting, the on-disk compile cache, running without a C compiler, memory,
+and plugin wiring."""
+from __future__ import annotations
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+from cpu_testutil import c, compile_cpu, param, rng
+
+from tg_core import Context, Tensor, dtypes
+from tg_core.codegen.linearize import linearize
+from tg_core.device import Buffer, Device
+from tg_core.uop import Ops
+from tg_core.uop.ops import AxisType, KernelInfo, UOp
+
+def _run(code: str, env: dict[str, str] | None = None, timeout: int = 600) -> str:
+  out = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=timeout,
+                       env={**os.environ, **(env or {})})
+  assert out.returncode == 0, f"stdout:\n{out.stdout[-3000:]}\nstderr:\n{out.stderr[-3000:]}"
+  return out.stdout
+
+# *** multi-core ***
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_split_matches_numpy(threads: int, monkeypatch: pytest.MonkeyPatch) -> None:
+  from tg_cpu_x86 import runtime
+  monkeypatch.setattr(runtime, "MIN_WORK_PER_THREAD", 1)  # split even small kernels
+  used: list[int] = []
+  orig = runtime.CPUProgram._threads
+  def spy(self: runtime.CPUProgram, *args: object) -> int:
+    used.append(n := orig(self, *args))
+    return n
+  monkeypatch.setattr(runtime.CPUProgram, "_threads", spy)
+  r = np.random.default_rng(threads)
+  a, b = r.standard_normal((67, 45)).astype(np.float32), r.standard_normal((45, 31)).astype(np.float32)
+  x = r.standard_normal((1001, 7)).astype(np.float32)
+  with Context(NUM_CPU_THREADS=threads):
+    mm = (Tensor(a, device="CPU") @ Tensor(b, device="CPU")).numpy()
+    ew = (Tensor(x, device="CPU") * 2 + 1).numpy()
+    sm = Tensor(x, device="CPU").sum(1).numpy()
+  np.testing.assert_allclose(mm, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
+  np.testing.assert_array_equal(ew, x * 2 + 1)
+  np.testing.assert_allclose(sm, x.sum(1), rtol=1e-5, atol=1e-5)
+  assert used and max(used) == threads, used
+
+def test_split_chunks_cover_the_loop_exactly() -> None:
+  # out[i] += 1 for every i: each index must be written by exactly one chunk, for any core count and trip count
+  for n in (1, 2, 5, 97, 1000):
+    out = param(0, dtypes.int32, n)
+    r = rng(n)
+    idx = out.index(r)
+    uops = linearize(UOp.sink(idx.store(idx.load() + c(1, dtypes.int32)).end(r), arg=KernelInfo(name=f"cover{n}")))
+    prg, src = compile_cpu(uops)
+    assert "split loop: yes" in src
+    from tg_core.device import BufferSpec
+    from tg_cpu_x86.allocator import CPUAllocator
+    buf = CPUAllocator()._alloc(4 * n, BufferSpec())
+    import ctypes
+    addrs = (ctypes.c_void_p * 1)(buf.addr)
+    vals = (ctypes.c_int32 * 1)()
+    assert prg.fxn(addrs, vals, 0, 0) == n  # n_cores == 0: the query returns the trip count and writes nothing
+    assert not np.frombuffer(buf.mv, dtype=np.int32).any()
+    for cores in (1, 2, 3, 7, 16):
+      for core in range(cores): prg.fxn(addrs, vals, core, cores)
+    np.testing.assert_array_equal(np.frombuffer(buf.mv, dtype=np.int32), np.full(n, 5, dtype=np.int32))
+
+def test_reduce_only_kernel_is_not_split() -> None:
+  n = 100
+  inp, out = param(1, dtypes.float32, n), param(0, dtypes.float32, 1)
+  from tg_core.dtype import AddrSpace
+  from tg_core.uop.ops import ParamArg
+  acc = UOp(Ops.BUFFER, dtypes.float32, arg=ParamArg(0, dtypes.float32, 1, addrspace=AddrSpace.REG))
+  r, zero = rng(n, 0, AxisType.REDUCE), c(0, dtypes.int32)
+  cur = acc.after(acc.index(zero).store(c(0.0, dtypes.float32)), r).index(zero)
+  st = out.index(zero).store(acc.after(cur.store(cur.load() + inp.index(r).load()).end(r)).index(zero).load())
+  _, src = compile_cpu(linearize(UOp.sink(st, arg=KernelInfo(name="full_reduce"))))
+  assert "split loop: no" in src
+
+def test_large_elementwise_uses_threads() -> None:
+  x = np.random.default_rng(0).standard_normal(1 << 20).astype(np.float32)
+  with Context(NUM_CPU_THREADS=2):
+    got = (Tensor(x, device="CPU") * 3 - 1).numpy()
+  np.testing.assert_array_equal(got, x * 3 - 1)
+
+# *** compile cache ***
+def test_disk_cache_hit(tmp_path: pytest.TempPathFactory) -> None:
+  code = """
+  import numpy as np
+  from tg_cpu_x86 import compiler
+  calls = []
+  orig = compiler.LLVMCompiler.compile
+  compiler.LLVMCompiler.compile = lambda self, src: calls.append(1) or orig(self, src)
+  from tg_core import Tensor
+  a = np.arange(12, dtype=np.float32).reshape(3, 4)
+  got = (Tensor(a, device="CPU") * 3.25 + 7).sum(1).numpy()
+  np.testing.assert_allclose(got, (a * 3.25 + 7).sum(1))
+  print("COMPILES", len(calls))
+  """
+  env = {"TG_CACHE_DIR": str(tmp_path), "CACHELEVEL": "2"}
+  first = _run(code, env)
+  assert "COMPILES 0" not in first, first
+  second = _run(code, env)
+  assert "COMPILES 0" in second, second
+  assert (tmp_path / "cache.db").exists()
+
+def test_cachekey_names_the_target() -> None:
+  from tg_cpu_x86.compiler import host_target
+  from tg_cpu_x86.device import _compiler
+  triple, cpu, _ = host_target()
+  key = _compiler().cachekey
+  assert key is not None and triple in key and cpu in key and "llvm" in key and "-O" in key
+
+# *** no C compiler ***
+def test_runs_without_a_c_compiler() -> None:
+  venv_bin = os.path.dirname(sys.executable)
+  env = {"PATH": venv_bin, "TG_CACHE_DIR": os.path.join(os.environ.get("TMPDIR", "/tmp"), f"tg-nocc-{os.getpid()}"), "CACHELEVEL": "0"}
+  code = """
+  import shutil
+  import numpy as np
+  for cc in ("cc", "gcc", "clang", "ld", "as"): assert shutil.which(cc) is None, cc
+  from tg_core import Tensor, Device
+  assert Device.DEFAULT == "CPU"
+  r = np.random.default_rng(0)
+  a, b = r.standard_normal((33, 65)).astype(np.float32), r.standard_normal((65, 17)).astype(np.float32)
+  got = (Tensor(a) @ Tensor(b)).numpy()
+  np.testing.assert_allclose(got, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
+  print("ok")
+  """
+  out = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=600, env=env)
+  assert out.returncode == 0 and "ok" in out.stdout, out.stderr[-3000:]
+  shutil.rmtree(env["TG_CACHE_DIR"], ignore_errors=True)
+
+# *** memory ***
+def test_allocator_zero_copy_views_and_transfer() -> None:
+  b = Buffer("CPU", 16, dtypes.float32).allocate()
+  b.copyin(memoryview(np.arange(16, dtype=np.float32).tobytes()))
+  mv = b.as_buffer(force_zero_copy=True)
+  assert np.frombuffer(mv, dtype=np.float32)[5] == 5
+  assert b._buf.addr % 4096 == 0  # page-aligned
+  v = b.view(4, dtypes.float32, 8)
+  np.testing.assert_array_equal(v.numpy(), [2, 3, 4, 5])
+  np.frombuffer(v.as_buffer(force_zero_copy=True), dtype=np.float32)[:] = -1  # writes through to the base
+  assert (b.numpy()[2:6] == -1).all()
+  other = Buffer("CPU:1", 16, dtypes.float32).allocate().copy_from(b)
+  np.testing.assert_array_equal(other.numpy(), b.numpy())
+  del v
+
+def test_external_ptr_and_empty_buffer() -> None:
+  from tg_core.device import BufferSpec
+  host = np.arange(8, dtype=np.int32)
+  b = Buffer("CPU", 8, dtypes.int32, options=BufferSpec(external_ptr=host.ctypes.data)).allocate()
+  np.testing.assert_array_equal(b.numpy(), host)
+  assert Buffer("CPU", 0, dtypes.float32).allocate().numpy().size == 0
+
+def test_kernel_on_a_view_of_a_buffer() -> None:
+  t = Tensor(np.arange(20, dtype=np.float32), device="CPU").realize()
+  np.testing.assert_array_equal((t[5:15] * 2).numpy(), np.arange(5, 15, dtype=np.float32) * 2)
+
+def test_copy_between_cpu_devices() -> None:
+  a = np.arange(6, dtype=np.float32)
+  np.testing.assert_array_equal((Tensor(a, device="CPU:1") + 1).to("CPU").numpy(), a + 1)
+
+# *** plugin wiring ***
+def test_default_device_is_cpu_and_renderer_listed_once() -> None:
+  out = _run("""
+  from tg_core import Device
+  print(Device.DEFAULT, Device["CPU"].renderer_names(), type(Device["CPU"].renderer).__name__)
+  """, env={"DEV": ""})
+  assert out.split()[0] == "CPU" and "['LLVM']" in out and "LLVMRenderer" in out, out
+
+def test_dev_cpu_llvm_selects_the_renderer() -> None:
+  out = _run("""
+  from tg_core import Tensor, Device
+  print((Tensor([1.0, 2.0]) * 2).tolist(), type(Device["CPU"].renderer).__name__)
+  """, env={"DEV": "CPU:LLVM"})
+  assert "[2.0, 4.0] LLVMRenderer" in out, out
+
+def test_manifest_is_light() -> None:
+  out = _run("""
+  import sys
+  import tg_core
+  before = set(sys.modules)
+  import tg_cpu_x86.plugin
+  new = set(sys.modules) - before
+  assert not any(m.split(".")[0] in ("llvmlite", "ctypes", "numpy") for m in new), sorted(new)
+  assert "tg_cpu_x86.device" not in new
+  print(tg_cpu_x86.plugin.tg_api)
+  """)
+  assert "(1, 0)" in out
+
+def test_renderer_does_not_import_the_runtime() -> None:
+  out = _run("""
+  import sys
+  import tg_cpu_x86.renderer
+  assert "llvmlite" not in sys.modules and "tg_cpu_x86.runtime" not in sys.modules
+  print("ok")
+  """)
+  assert "ok" in out
+
+def test_supported_dtypes_and_knobs() -> None:
+  r = Device["CPU"].renderer
+  assert r.supported_dtypes() == {dtypes.bool, dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.uint16, dtypes.int32, dtypes.uint32,
+                                  dtypes.int64, dtypes.uint64, dtypes.float32, dtypes.float64}
+  assert r.global_max is None and not r.has_local and r.native_transcendentals == {Ops.SQRT, Ops.RECIPROCAL}
+
+def test_emulated_half_dtypes_work() -> None:
+  a = np.random.default_rng(0).uniform(-2, 2, 64).astype(np.float16)
+  got = (Tensor(a, device="CPU") * 3 + 1).numpy()
+  np.testing.assert_array_equal(got, (a * np.float16(3) + np.float16(1)).astype(np.float16))
+  bf = Tensor(a.astype(np.float32), device="CPU").cast(dtypes.bfloat16).cast(dtypes.float32).numpy()
+  np.testing.assert_allclose(bf, a.astype(np.float32), rtol=1e-2)

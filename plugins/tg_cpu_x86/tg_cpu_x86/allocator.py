@@ -1,0 +1,47 @@
+"""Host memory for the CPU device: page-aligned anonymous mmaps. Kernels get raw addresses; Python sees the same memory
+through zero-copy memoryviews (`_as_buffer`), and views (`_offset`) share their base's memory."""
+from __future__ import annotations
+import ctypes
+import mmap
+from typing import Any
+
+from tg_core.device import BufferSpec, Compiled, LRUAllocator
+
+class CPUBuffer:
+  """The opaque of a CPU buffer: its address, size and a flat byte memoryview of it. `owner` keeps the memory alive."""
+  __slots__ = ("addr", "size", "mv", "owner", "_mm", "_carr")
+  def __init__(self, addr: int, size: int, mv: memoryview, owner: Any = None):
+    self.addr, self.size, self.mv, self.owner = addr, size, mv, owner
+    self._mm: mmap.mmap | None = None
+    self._carr: Any = None
+  def __repr__(self) -> str: return f"<CPUBuffer 0x{self.addr:x} {self.size} bytes>"
+
+class CPUAllocator(LRUAllocator[CPUBuffer]):
+  def _alloc(self, size: int, options: BufferSpec) -> CPUBuffer:
+    if options.external_ptr is not None:
+      carr = (ctypes.c_uint8 * max(size, 1)).from_address(options.external_ptr)
+      ret = CPUBuffer(options.external_ptr, size, memoryview(carr).cast("B")[:size])
+      ret._carr = carr
+      return ret
+    try: mm = mmap.mmap(-1, max(size, 1), flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS, prot=mmap.PROT_READ | mmap.PROT_WRITE)
+    except OSError as e: raise MemoryError(f"CPU: can't allocate {size} bytes: {e}") from e
+    carr = (ctypes.c_uint8 * max(size, 1)).from_buffer(mm)
+    ret = CPUBuffer(ctypes.addressof(carr), size, memoryview(mm)[:size])
+    ret._mm, ret._carr = mm, carr
+    return ret
+
+  def _free(self, opaque: CPUBuffer, options: BufferSpec) -> None:
+    mm = opaque._mm
+    if mm is None: return
+    opaque.mv.release()
+    opaque._carr, opaque._mm = None, None
+    try: mm.close()
+    except BufferError: pass  # someone still holds a zero-copy view: the mapping goes when they let go of it
+
+  def _as_buffer(self, src: CPUBuffer) -> memoryview: return src.mv
+  def _copyin(self, dest: CPUBuffer, src: memoryview) -> None: dest.mv[:] = src
+  def _copyout(self, dest: memoryview, src: CPUBuffer) -> None: dest[:] = src.mv
+  def _offset(self, buf: CPUBuffer, size_bytes: int, offset_bytes: int) -> CPUBuffer:
+    return CPUBuffer(buf.addr + offset_bytes, size_bytes, buf.mv[offset_bytes:offset_bytes + size_bytes], owner=buf)
+  def _transfer(self, dest: CPUBuffer, src: CPUBuffer, sz: int, src_dev: Compiled, dest_dev: Compiled) -> None:
+    ctypes.memmove(dest.addr, src.addr, sz)

@@ -1,0 +1,86 @@
+"""LLVM IR text -> an x86-64 ELF object file (bytes), in-process with llvmlite's bundled LLVM: no C compiler needed.
+
+The target machine is the host: its CPU name and features (AVX2/AVX-512 where present) come from LLVM's host detection.
+`cachekey` names the LLVM version, triple, CPU, features and optimization level, so the on-disk cache of
+`Compiler.compile_cached` never hands an object built for another machine or another LLVM."""
+from __future__ import annotations
+import functools
+import hashlib
+import threading
+from typing import Any
+
+import llvmlite
+import llvmlite.binding as llvm
+
+from tg_core.device import Compiler
+from tg_core.helpers import getenv
+
+_lock = threading.Lock()
+
+@functools.cache
+def _init_llvm() -> None:
+  # llvmlite >= 0.44 initializes the core itself (llvm.initialize() raises there)
+  llvm.initialize_native_target()
+  llvm.initialize_native_asmprinter()
+
+@functools.cache
+def host_target() -> tuple[str, str, str]:
+  """(triple, cpu name, feature string) of this machine."""
+  _init_llvm()
+  triple = llvm.get_process_triple()
+  if arch := getenv("TG_CPU_ARCH", ""): return triple, arch, ""  # an explicit CPU (e.g. x86-64-v3): its own features only
+  cpu = llvm.get_host_cpu_name()
+  try: features = llvm.get_host_cpu_features().flatten()
+  except RuntimeError: features = ""  # some hosts (VMs) report no features: the CPU name alone decides
+  return triple, cpu, features
+
+def create_target_machine(opt: int = 3) -> Any:
+  triple, cpu, features = host_target()
+  # pic: the object is loaded at an arbitrary address by the JIT's linker
+  return llvm.Target.from_triple(triple).create_target_machine(cpu=cpu, features=features, opt=opt, reloc="pic", codemodel="default",
+                                                               jit=False)
+
+class LLVMCompiler(Compiler):
+  """IR -> object bytes at O`opt` (TG_CPU_OPT, default 3) with the host target machine."""
+  def __init__(self, opt: int | None = None):
+    self.opt = int(getenv("TG_CPU_OPT", 3)) if opt is None else opt
+    triple, cpu, features = host_target()
+    self.tm = create_target_machine(self.opt)
+    fh = hashlib.sha256(features.encode()).hexdigest()[:16]
+    llvm_ver = ".".join(map(str, llvm.llvm_version_info))
+    super().__init__(cachekey=f"tg_cpu_x86-llvm{llvm_ver}-llvmlite{llvmlite.__version__}-{triple}-{cpu}-{fh}-O{self.opt}")
+
+  def optimize(self, src: str) -> Any:
+    """The parsed, verified and optimized module."""
+    mod = llvm.parse_assembly(src)
+    mod.verify()
+    triple, _, _ = host_target()
+    mod.triple, mod.data_layout = triple, str(self.tm.target_data)
+    if self.opt > 0:
+      pto = llvm.create_pipeline_tuning_options(speed_level=self.opt)
+      pto.loop_vectorization = pto.slp_vectorization = pto.loop_unrolling = pto.loop_interleaving = True
+      pb = llvm.create_pass_builder(self.tm, pto)
+      pb.getModulePassManager().run(mod, pb)
+    else:
+      pto = llvm.create_pipeline_tuning_options(speed_level=0)
+      pb = llvm.create_pass_builder(self.tm, pto)
+      mpm = llvm.create_new_module_pass_manager()
+      mpm.add_always_inliner_pass()
+      mpm.run(mod, pb)
+    return mod
+
+  def compile(self, src: str) -> bytes:
+    with _lock:  # one target machine: keep codegen single-threaded per compiler
+      return bytes(self.tm.emit_object(self.optimize(src)))
+
+  def to_asm(self, src: str) -> str:
+    with _lock: return str(self.tm.emit_assembly(self.optimize(src)))
+
+  def disassemble(self, lib: bytes) -> str | None:
+    try:
+      import subprocess
+      import tempfile
+      with tempfile.NamedTemporaryFile(suffix=".o") as f:
+        f.write(lib); f.flush()  # noqa: E702
+        return subprocess.run(["objdump", "-d", "--no-show-raw-insn", f.name], capture_output=True, text=True, check=True).stdout
+    except Exception: return None

@@ -1,0 +1,101 @@
+"""Loads compiled objects into llvmlite's MCJIT and runs kernels on host threads.
+
+Each program gets its own execution engine (kernel names repeat across programs). Calls go through ctypes, which
+releases the GIL for the foreign call, so the chunks of a split kernel (see `tg_cpu_x86.abi`) run in parallel on a
+thread pool. `NUM_CPU_THREADS` (0: os.cpu_count()) caps the number of threads; kernels with little work run on the
+calling thread alone."""
+from __future__ import annotations
+import ctypes
+import ctypes.util
+import functools
+import os
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import llvmlite.binding as llvm
+
+from tg_core.helpers import NUM_CPU_THREADS
+from tg_cpu_x86.abi import symbol_name, work_symbol
+from tg_cpu_x86.compiler import _init_llvm, create_target_machine
+
+# a thread is worth starting for about this many ops (a pool handoff costs some microseconds)
+MIN_WORK_PER_THREAD = 1 << 16
+
+KERNEL_FN = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int32, ctypes.c_int32)
+
+@functools.cache
+def _init_symbols() -> None:
+  """Make the C library functions LLVM may call (memset/memcpy from idiom recognition, libm for TRANSCENDENTAL=0)
+  resolvable by the JIT's linker, whether or not the process exports them."""
+  _init_llvm()
+  libs = [ctypes.CDLL(None)]
+  for name in ("c", "m"):
+    if (path := ctypes.util.find_library(name)) is not None:
+      try: libs.append(ctypes.CDLL(path))
+      except OSError: pass
+  for sym in ("memset", "memcpy", "memmove", "memcmp", "exp2f", "exp2", "log2f", "log2", "sinf", "sin", "powf", "pow", "sqrtf", "sqrt",
+              "truncf", "trunc", "fmaf", "fma", "expf", "exp", "logf", "log", "__bzero", "bzero"):
+    if llvm.address_of_symbol(sym): continue
+    for lib in libs:
+      try: addr = ctypes.cast(getattr(lib, sym), ctypes.c_void_p).value
+      except AttributeError: continue
+      if addr:
+        llvm.add_symbol(sym, addr)
+        break
+
+_pool_lock = threading.Lock()
+_pool: ThreadPoolExecutor | None = None
+_pool_size = 0
+def _get_pool(n: int) -> ThreadPoolExecutor:
+  global _pool, _pool_size
+  with _pool_lock:
+    if _pool is None or _pool_size < n:
+      if _pool is not None: _pool.shutdown(wait=False)
+      _pool, _pool_size = ThreadPoolExecutor(max_workers=n, thread_name_prefix="tg_cpu"), n
+    return _pool
+
+def max_threads() -> int:
+  n = int(NUM_CPU_THREADS.value)
+  return n if n > 0 else (os.cpu_count() or 1)
+
+class CPUProgram:
+  """A kernel loaded from an object file. `__call__(*bufs, vals=...)` runs it (synchronously)."""
+  def __init__(self, device: str, name: str, lib: bytes, **kwargs: Any):
+    _init_symbols()
+    self.device, self.name, self.lib = device, name, lib
+    mod = llvm.parse_assembly("")
+    self.engine = llvm.create_mcjit_compiler(mod, create_target_machine())
+    self._obj = llvm.ObjectFileRef.from_data(lib)
+    self.engine.add_object_file(self._obj)
+    self.engine.finalize_object()
+    addr = self.engine.get_function_address(symbol_name(name))
+    if not addr: raise RuntimeError(f"kernel {name}: symbol {symbol_name(name)} not found in the compiled object")
+    self.fxn = KERNEL_FN(addr)
+    waddr = self.engine.get_global_value_address(work_symbol(name))
+    self.work_per_iter = ctypes.c_int64.from_address(waddr).value if waddr else 0
+    self._trip: dict[tuple[int, ...], int] = {}
+
+  def _threads(self, bufs: Any, vals_arr: Any, vals: tuple[int, ...]) -> int:
+    mx = max_threads()
+    if mx <= 1 or self.work_per_iter <= 0: return 1
+    if (trip := self._trip.get(vals)) is None:
+      trip = self._trip[vals] = int(self.fxn(bufs, vals_arr, 0, 0))  # n_cores == 0: only reports the split loop's trip count
+      if len(self._trip) > 4096: self._trip.clear()
+    if trip <= 1: return 1
+    return max(1, min(mx, trip, (trip * self.work_per_iter) // MIN_WORK_PER_THREAD))
+
+  def __call__(self, *bufs: Any, global_size: tuple[int, ...] = (1, 1, 1), local_size: tuple[int, ...] = (1, 1, 1),
+               vals: tuple[int, ...] = (), wait: bool = False) -> float | None:
+    addrs = (ctypes.c_void_p * max(len(bufs), 1))(*[b.addr for b in bufs])
+    vals_arr = (ctypes.c_int32 * max(len(vals), 1))(*vals)
+    st = time.perf_counter()
+    n = self._threads(addrs, vals_arr, tuple(vals))
+    if n == 1: self.fxn(addrs, vals_arr, 0, 1)
+    else:
+      pool = _get_pool(n - 1)
+      futs = [pool.submit(self.fxn, addrs, vals_arr, i, n) for i in range(1, n)]
+      self.fxn(addrs, vals_arr, 0, n)
+      for f in futs: f.result()
+    return time.perf_counter() - st if wait else None
