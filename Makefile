@@ -12,23 +12,31 @@ $(VENV)/.installed-demo: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q -e ".[demo]"
 	touch $@
 
-# the tests also need the references (torch CPU, safetensors, ...) and the test tools
-$(VENV)/.installed-test: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install -q -e ".[test,demo]"
+# the tests also need the references (torch CPU, safetensors, ...), the test tools and the plugins
+$(VENV)/.installed-test: pyproject.toml plugins/tg_cpu_x86/pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q -e ".[test,demo]" -e plugins/tg_cpu_x86
 	touch $@
+
+# the op-vs-torch suite that every compute device runs
+OP_TESTS := tests/test_ops_elementwise.py tests/test_ops_reduce.py tests/test_ops_movement.py tests/test_ops_indexing.py tests/test_ops_nn.py \
+  tests/test_schedule.py tests/test_opts.py tests/test_nn_modules.py tests/test_optim.py tests/test_random.py tests/test_errors.py tests/test_demo.py
 
 demo: $(VENV)/.installed-demo
 	$(BIN)/python examples/digits_cnn.py
 
 test: $(VENV)/.installed-test
 	SPEC=1 DEV=PYTHON $(BIN)/python -m pytest -n 2 --pyargs tg_core.testing --tg-device=PYTHON
-	SPEC=1 $(BIN)/python -m pytest -n 2 tests
+	SPEC=1 DEV=CPU $(BIN)/python -m pytest -n 2 --pyargs tg_core.testing --tg-device=CPU
+	SPEC=1 DEV=CPU $(BIN)/python -m pytest -n 2 plugins/tg_cpu_x86/tests $(OP_TESTS)
+	SPEC=1 DEV=PYTHON $(BIN)/python -m pytest -n 2 tests
 
 lint: $(VENV)/.installed-test
-	$(BIN)/ruff check tg_core tests bench examples
+	$(BIN)/ruff check tg_core tests bench examples plugins
 
 bench: $(VENV)/.installed-test
 	$(BIN)/python bench/matmul_python.py
+	$(BIN)/python bench/cpu_matmul.py
+	$(BIN)/python bench/cpu_ops.py
 	$(BIN)/python bench/rewrite.py
 	$(BIN)/python bench/import_time.py
 

@@ -3,7 +3,12 @@
 Also tg with NUM_CPU_THREADS=1 vs 2. tinygrad's CPU backend needs clang: if it is missing this script tries
 `apt-get install -y clang` (as root) and otherwise skips tinygrad with a message."""
 from __future__ import annotations
-import argparse, os, shutil, subprocess, sys, time
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import time
 
 import numpy as np
 
@@ -71,11 +76,11 @@ def main() -> None:
   for n in args.sizes:
     flops = 2 * n ** 3
     a, b = np.random.default_rng(0).standard_normal((2, n, n), dtype=np.float32)
-    t_np = best_time(lambda: a @ b, args.runs)
+    t_np = best_time(lambda a=a, b=b: a @ b, args.runs)
     t_tg = tg_matmul_time(n, args.runs, None)
     t_tg1, t_tg2 = tg_matmul_time(n, args.runs, 1), tg_matmul_time(n, args.runs, 2)
     t_ti = tinygrad_matmul_time(n, args.runs)
-    g = lambda t: flops / t * 1e-9  # noqa: E731
+    g = lambda t, flops=flops: flops / t * 1e-9  # noqa: E731
     line = f"matmul {n}x{n} fp32: tg {g(t_tg):7.1f} GFLOPS | numpy {g(t_np):7.1f} | tg/numpy {t_np/t_tg:5.2f}x"
     if t_ti is not None: line += f" | tinygrad {g(t_ti):6.1f} | tg/tinygrad {t_ti/t_tg:5.1f}x"
     line += f" | tg 2 threads / 1 thread {t_tg1/t_tg2:4.2f}x"

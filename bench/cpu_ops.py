@@ -4,7 +4,13 @@
 - latency of a one-element `(x+1).realize()` (goal <= 200 us; tinygrad for comparison)
 - cold time to the first matmul result, compile included, in a fresh process with an empty compile cache (goal <= 100 ms)"""
 from __future__ import annotations
-import argparse, os, shutil, subprocess, sys, tempfile, time
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
 
 import numpy as np
 

@@ -75,7 +75,8 @@ def test_bad_opts_raise(opt: Opt):
   items, _ = create_schedule(UOp.sink((Tensor(A) @ Tensor(B)).uop))
   with pytest.raises(KernelOptError): apply_opt(items[0].ast, opt)
 
-@pytest.mark.parametrize("opts", [[Opt(OptOps.LOCAL, 0, 4)], [Opt(OptOps.LOCAL, 1, 2), Opt(OptOps.UPCAST, 0, 2)], [Opt(OptOps.LOCAL, 0, 2), Opt(OptOps.UNROLL, 3, 4)]],
+LOCAL_CASES = [[Opt(OptOps.LOCAL, 0, 4)], [Opt(OptOps.LOCAL, 1, 2), Opt(OptOps.UPCAST, 0, 2)], [Opt(OptOps.LOCAL, 0, 2), Opt(OptOps.UNROLL, 3, 4)]]
+@pytest.mark.parametrize("opts", LOCAL_CASES,
                          ids=str)
 def test_local_opts_match_numpy(opts: list[Opt]):
   # LOCAL splits an output axis into a workgroup dimension (lidx); results don't change

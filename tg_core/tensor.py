@@ -454,14 +454,14 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, RandomMixin,
   def __ne__(self, x: Any) -> Tensor: return self.ne(x)  # type: ignore[override]
   def logical_not(self) -> Tensor: return self.cast(dtypes.bool)._apply_uop(lambda u: u.alu(Ops.CMPNE, u.const_like(True)))
   def _bitwise(self, op: Ops, x: Tensor | ConstType, reverse: bool) -> Tensor:
-    if self.dtype != dtypes.bool and not dtypes.is_int(self.dtype): raise NotImplementedError(f"{self.dtype} is not supported for bitwise ops: use a bool or integer tensor")
+    if self.dtype != dtypes.bool and not dtypes.is_int(self.dtype): raise NotImplementedError(f"{self.dtype} is not supported for bitwise ops: use bool or int")
     a, b = self._broadcasted(x, reverse)
     return a._apply_uop(lambda u, v: u.alu(op, v), b)
   def bitwise_and(self, x: Tensor | ConstType, reverse: bool = False) -> Tensor: return self._bitwise(Ops.AND, x, reverse)
   def bitwise_or(self, x: Tensor | ConstType, reverse: bool = False) -> Tensor: return self._bitwise(Ops.OR, x, reverse)
   def bitwise_xor(self, x: Tensor | ConstType, reverse: bool = False) -> Tensor: return self._bitwise(Ops.XOR, x, reverse)
   def bitwise_not(self) -> Tensor:
-    if self.dtype != dtypes.bool and not dtypes.is_int(self.dtype): raise NotImplementedError(f"{self.dtype} is not supported for bitwise_not: use a bool or integer tensor")
+    if self.dtype != dtypes.bool and not dtypes.is_int(self.dtype): raise NotImplementedError(f"{self.dtype} is not supported for bitwise_not: use bool or int")
     return self.logical_not() if self.dtype == dtypes.bool else self ^ -1
   def lshift(self, x: int | Tensor) -> Tensor:
     if not dtypes.is_int(self.dtype): raise NotImplementedError(f"{self.dtype} is not supported for shifts: use an integer tensor")
