@@ -9,7 +9,7 @@ import numpy as np
 
 from tg_core.dtype import ConstType, DType, DTypeLike, _from_np_dtype, _to_np_dtype, _to_np_storage, dtypes, least_upper_dtype, \
   least_upper_float, strong_dtype, sum_acc_dtype, to_dtype
-from tg_core.helpers import all_int, prod
+from tg_core.helpers import SPLIT_REDUCEOP, all_int, prod
 from tg_core.uop import GroupOp, Ops
 from tg_core.uop.ops import UOp, identity_element, resolve, sint, smax
 
@@ -538,6 +538,11 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, RandomMixin,
     if any(self.shape[a] == 0 for a in axis_) and op is not Ops.ADD and op is not Ops.MUL:
       # like torch: IndexError when a zero-size dim is named, RuntimeError for a full reduction
       raise (RuntimeError if axis is None else IndexError)(f"max/min of a tensor with a zero-size reduced dim is undefined; shape={self.shape}")
+    if SPLIT_REDUCEOP and len(axis_) == self.ndim and all_int(self.shape) and (n := int(prod(self.shape))) >= 1 << 15 and \
+       (d := _split_factor(n)) > 1:
+      # a big full reduction runs in two stages: `d` partial reductions (parallel, contiguous), then one over the partials
+      ret = self.reshape(d, n // d)._reduce(op, 1)._reduce(op, 0).reshape((1,) * self.ndim)
+      return ret if keepdim else ret.reshape(())
     ret = self._apply_uop(lambda u: u.r(op, axis_)) if any(self.shape[a] != 1 for a in axis_) else self
     if any(self.shape[a] == 0 for a in axis_):
       ret = Tensor.full(tuple(1 if i in axis_ else s for i, s in enumerate(self.shape)), identity_element(op, self.dtype), dtype=self.dtype, device=self.device)
@@ -666,6 +671,10 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, RandomMixin,
     # (a NaN constant, not ret * nan: that would put 0 * nan = NaN into the gradient of every element)
     ret = neg_base.where(is_int_e.where(odd.where(-ret, ret), ret.full_like(math.nan)), ret)
     return (e.eq(0)).where(1, ret).cast(ret.dtype)
+
+def _split_factor(n: int) -> int:
+  """The number of partial reductions for a full reduction of n elements: the largest divisor of n up to 256 (>= 16)."""
+  return next((d for d in range(256, 15, -1) if n % d == 0), 1)
 
 class BroadcastError(RuntimeError, ValueError):
   """Shapes that don't broadcast. A RuntimeError like torch's and a ValueError like tinygrad's."""
