@@ -3,7 +3,7 @@ graph, and `realize()` schedules, compiles and runs it. More ops live in the mix
 from __future__ import annotations
 import math
 import weakref
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -297,7 +297,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, RandomMixin,
     return self._apply_uop(lambda u: u.permute(order_arg))
   def flip(self, axis: Any, *args: Any) -> Tensor:
     axis_arg = tuple(self._resolve_dim(x) for x in argfix(axis, *args))
-    if len(axis_arg) != len(dedup_list(axis_arg)): raise RuntimeError(f"dim can appear at most once, getting {axis_arg}")
+    if len(axis_arg) != len(set(axis_arg)): raise RuntimeError(f"dim can appear at most once, getting {axis_arg}")
     return self._apply_uop(lambda u: u.flip(tuple(i in axis_arg for i in range(self.ndim))))
   def shrink(self, arg: tuple[tuple[sint, sint] | None, ...]) -> Tensor:
     if len(arg) != self.ndim: raise ValueError(f"shrink arg {arg} must have {self.ndim} entries")
@@ -679,7 +679,6 @@ def _split_factor(n: int) -> int:
 class BroadcastError(RuntimeError, ValueError):
   """Shapes that don't broadcast. A RuntimeError like torch's and a ValueError like tinygrad's."""
 
-def dedup_list(x: Iterable) -> list: return list(dict.fromkeys(x))
 def smin0(x: sint) -> sint: return x if not isinstance(x, int) else min(x, 0)
 
 def _align_left(*shapes: tuple[sint, ...]) -> tuple[tuple[sint, ...], ...]:

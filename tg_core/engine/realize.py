@@ -2,7 +2,6 @@
 from __future__ import annotations
 import time
 import weakref
-from typing import Any
 
 from tg_core.device import Buffer, Device
 from tg_core.helpers import BEAM, DEBUG, EMULATED_DTYPES, TRANSCENDENTAL, GlobalCounters, colored, time_to_str
@@ -73,4 +72,4 @@ def run_schedule(items: list[ScheduleItem], var_vals: dict[str, int] | None = No
       print(f"{colored(f'*** {device[:7]:7s} {GlobalCounters.kernel_count:4d}', 'magenta' if si.ast.op is Ops.COPY else 'green')} "
             f"{name:40s} tm {time_to_str(et)} ({GlobalCounters.time_sum_s*1e3:9.2f} ms total)")
 
-__all__ = ["run_schedule", "buffer_of", "buffers", "get_runner", "CompiledRunner", "Any"]
+__all__ = ["run_schedule", "buffer_of", "buffers", "get_runner", "CompiledRunner"]

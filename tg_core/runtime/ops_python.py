@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from tg_core.device import Allocator, Compiled, Compiler, LRUAllocator, Renderer
+from tg_core.device import Compiled, Compiler, LRUAllocator, Renderer
 from tg_core.dtype import AddrSpace, DType, _to_np_storage, dtypes
 from tg_core.uop import GroupOp, Ops
 from tg_core.uop.ops import UOp
@@ -274,4 +274,4 @@ class PythonDevice(Compiled):
   def __init__(self, device: str):
     super().__init__(device, PythonAllocator(), [PythonRenderer], PythonCompiler(), PythonProgram)
 
-__all__ = ["PythonDevice", "PythonRenderer", "PythonProgram", "Allocator"]
+__all__ = ["PythonDevice", "PythonRenderer", "PythonProgram"]

@@ -27,9 +27,9 @@ def is_contiguous_buffer(u: UOp) -> bool:
   """A BUFFER, or a RESHAPE of one: its elements are the buffer's, in order."""
   return u.op is Ops.BUFFER or (u.op is Ops.RESHAPE and u.src[0].op is Ops.BUFFER)
 
-def _consumers(sink: UOp) -> dict[UOp, list[UOp]]:
+def _consumers(topo: list[UOp]) -> dict[UOp, list[UOp]]:
   children: dict[UOp, list[UOp]] = {}
-  for u in sink.toposort():
+  for u in topo:
     for s in u.src: children.setdefault(s, []).append(u)
   return children
 
@@ -43,12 +43,12 @@ def _users_through_views(u: UOp, children: dict[UOp, list[UOp]]) -> set[UOp]:
       else: users.add(c)
   return users
 
-def get_realizes(sink: UOp) -> dict[UOp, None]:
-  children = _consumers(sink)
+def get_realizes(sink: UOp, topo: list[UOp]) -> dict[UOp, None]:
+  children = _consumers(topo)
   realizes: dict[UOp, None] = {}
   for out in sink.src:
     if not is_buffer_view(out): realizes[out] = None
-  for u in sink.toposort():
+  for u in topo:
     if u.op is Ops.CONTIGUOUS and not (is_contiguous_buffer(u.src[0])): realizes[u] = None
     elif u.op is Ops.AFTER: realizes[u] = None
     elif u.op is Ops.COPY:
@@ -85,10 +85,10 @@ def _view_top_reads(sink: UOp) -> dict[UOp, list[tuple[UOp, UOp]]]:
       if b.op is Ops.BUFFER and not b.is_variable: reads.setdefault(b, []).append((n, s))
   return reads
 
-def fix_write_hazards(sink: UOp) -> UOp:
+def fix_write_hazards(sink: UOp, topo: list[UOp]) -> UOp:
   """An assign overwrites its buffer while other kernels (or itself, through another view, e.g. `a.assign(a.flip(0))`)
   may still need the old values. Those reads get a snapshot (a copy made before the assign runs)."""
-  writers = [u for u in sink.toposort() if u.op is Ops.AFTER and len(u.src) >= 2 and u.src[1].op is Ops.STORE]
+  writers = [u for u in topo if u.op is Ops.AFTER and len(u.src) >= 2 and u.src[1].op is Ops.STORE]
   if not writers: return sink
   reads = _view_top_reads(sink)
   consumer_subs: dict[UOp, dict[UOp, UOp]] = {}
@@ -111,12 +111,12 @@ def fix_write_hazards(sink: UOp) -> UOp:
 def create_schedule(sink: UOp) -> tuple[list[ScheduleItem], dict[UOp, UOp]]:
   """Schedule the tensors in `sink`. Returns the items in execution order and a map from every realized tensor node
   to the view of the buffer that now holds it."""
-  orig = sink
-  sink = fix_write_hazards(sink)
-  realizes = get_realizes(sink)
+  orig, topo = sink, list(sink.toposort())
+  if (sink := fix_write_hazards(sink, topo)) is not orig: topo = list(sink.toposort())
+  realizes = get_realizes(sink, topo)
   realized: dict[UOp, UOp] = {}
   items: list[ScheduleItem] = []
-  for u in sink.toposort():
+  for u in topo:
     if u not in realizes: continue
     if u.op is Ops.CONTIGUOUS and is_contiguous_buffer(u.src[0]):
       realized[u] = realized.get(u.src[0], u.src[0])

@@ -10,7 +10,6 @@ import sys
 from dataclasses import dataclass, field
 
 from tg_core.dtype import AddrSpace, dtypes
-from tg_core.helpers import prod
 from tg_core.uop import GroupOp, Ops
 from tg_core.uop.ops import AxisType, KernelInfo, ParamArg, UOp, sint
 
@@ -167,4 +166,4 @@ def build_kernel(root: UOp, realized: dict[UOp, UOp], out_view: UOp) -> tuple[UO
   bufs = tuple(kb.params)
   return ast, bufs, kb.var_vals
 
-__all__ = ["build_kernel", "linear_index", "strides_for_shape", "prod"]
+__all__ = ["build_kernel", "linear_index", "strides_for_shape"]
