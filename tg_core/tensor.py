@@ -21,6 +21,9 @@ from tg_core.frontend.random import RandomMixin
 from tg_core.frontend.reduce import ReduceMixin
 
 all_tensors: weakref.WeakSet[Tensor] = weakref.WeakSet()
+# tensors that held an assign (AFTER) when last set: after a schedule every holder of a realized assign moves to its buffer,
+# and scanning only these keeps realize independent of how many tensors are alive
+after_holders: weakref.WeakValueDictionary[int, Tensor] = weakref.WeakValueDictionary()  # id -> tensor (Tensor.__eq__ is elementwise)
 
 def canonicalize_device(device: str | tuple | list | None) -> str | tuple[str, ...]:
   from tg_core.device import Device
@@ -97,6 +100,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, RandomMixin,
     self.uop: UOp = u
     self._ctx = None
     all_tensors.add(self)
+    if u.op is Ops.AFTER: after_holders[id(self)] = self
 
   # *** properties ***
   @property
@@ -134,23 +138,24 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, RandomMixin,
 
   # *** realize ***
   def schedule_with_vars(self, *lst: Tensor) -> tuple[list, dict[str, int]]:
-    from tg_core.schedule import create_schedule
+    from tg_core.schedule.cache import create_schedule_cached
     from tg_core.uop.spec import spec_tensor, verify_if_spec
     from tg_core.function import resolve_calls
     sink = UOp.sink(*[t.uop for t in (self, *lst)])
     verify_if_spec(sink, spec_tensor, "tensor graph")
     if (resolved := resolve_calls(sink)) is not sink:
       for t in list(all_tensors):
-        if (nu := _replaced(sink, resolved, t.uop)) is not None: t.uop = nu
+        if (nu := _replaced(sink, resolved, t.uop)) is not None:
+          t.uop = nu
+          if nu.op is Ops.AFTER: after_holders[id(t)] = t
       sink = resolved
-    items, becomes = create_schedule(sink)
+    items, becomes = create_schedule_cached(sink)
     if becomes:
       # the realized tensors now hold their buffers. Other tensors with an identical (hash-consed) graph keep it: giving
       # them the same buffer would alias them, and a later assign to one would change the other. An assign (AFTER) is
       # unique to its target buffer, so every tensor holding it moves to the buffer.
-      targets = {id(t) for t in (self, *lst)}
-      for t in list(all_tensors):
-        if (id(t) in targets or t.uop.op is Ops.AFTER) and (nu := becomes.get(t.uop)) is not None: t.uop = nu
+      for t in (self, *lst, *list(after_holders.values())):
+        if (nu := becomes.get(t.uop)) is not None and (t.uop.op is Ops.AFTER or any(t is x for x in (self, *lst))): t.uop = nu
     return items, {}
   def schedule(self, *lst: Tensor) -> list:
     """The kernels that realize these tensors, in order. The tensors now refer to their (not yet filled) buffers: run the
@@ -212,6 +217,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, RandomMixin,
     # built from the same hash-consed graph (another Tensor.zeros(3)), and the store would change those too
     target = self.uop if self.is_realized() else Tensor.empty(self.shape, dtype=self.dtype, device=self.device).uop
     self.uop = target.after(target.store(x.uop))
+    after_holders[id(self)] = self
     return self
 
   def _apply_uop(self, fxn: Callable[..., UOp], *others: Tensor, **kwargs: Any) -> Tensor:
@@ -363,6 +369,9 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, RandomMixin,
         ydt = dtypes.from_py(y)
         dt = strong_dtype(least_upper_dtype(x.dtype, ydt)) if match_dtype else strong_dtype(ydt)
         if x.dtype == dtypes.bool and ydt == dtypes.weakint: dt = dtypes.default_int
+        if not match_dtype or dt == x.dtype:  # the common case, built directly at x's shape (no broadcast step)
+          c = Tensor(UOp.const(dt, y, x.device, x.shape), requires_grad=False)
+          return (c, x) if reverse else (x, c)
         y = Tensor(UOp.const(dt, y, x.device), requires_grad=False)
       else: raise TypeError(f"unsupported operand type {type(y).__name__}")
     if match_dtype and x.dtype != y.dtype:

@@ -14,7 +14,8 @@ import numpy as np
 
 from tg_core.dtype import DType, dtypes
 from tg_core.helpers import prod, round_up
-from tg_core.tensor import Tensor
+from tg_core.tensor import Tensor, after_holders
+from tg_core.uop import Ops
 from tg_core.uop.ops import UOp
 
 __all__ = ["SafetensorsError", "safe_dtypes", "inverse_safe_dtypes", "safe_load_metadata", "safe_load", "safe_save", "get_state_dict",
@@ -183,6 +184,7 @@ def load_state_dict(model: Any, state_dict: dict[str, Tensor], strict: bool = Tr
     if tuple(v.shape) != tuple(src.shape):
       raise ValueError(f"Shape mismatch in layer `{k}`: Expected shape {v.shape}, but found {src.shape} in state dict.")
     v.uop = src.to(v.device).uop  # like tinygrad's Tensor.replace: v takes the loaded tensor's value (and dtype)
+    if v.uop.op is Ops.AFTER: after_holders[id(v)] = v
     if realize: v.realize()
     if consume: del state_dict[k]
     ret.append(v)

@@ -85,11 +85,23 @@ class recursive_property:
 
 # *** hash-consing ***
 
+@functools.cache
+def _device_node(device: str | tuple[str, ...]) -> UOp:
+  """The DEVICE leaf for a device, kept alive: every constant hangs off one, and rebuilding it per op costs time."""
+  return UOp(Ops.DEVICE, arg=device)
+
+
 def _key_arg(arg: Any) -> Any:
   # floats compare equal across -0.0/0.0 and never equal for NaN: key them by their bits so each distinct constant is one node
   if arg.__class__ is float: return (float, arg.hex())
   if arg.__class__ is tuple and any(a.__class__ is float for a in arg): return tuple(_key_arg(a) for a in arg)
   return arg
+
+# ops whose nodes have no tensor shape (kernel-level and program-level nodes)
+_SHAPELESS = frozenset({Ops.STORE, Ops.SINK, Ops.GROUP, Ops.LINEAR, Ops.PROGRAM, Ops.SOURCE, Ops.BINARY, Ops.END, Ops.IF, Ops.ENDIF,
+                        Ops.BARRIER, Ops.REWRITE_ERROR, Ops.NOOP, Ops.CUSTOM_FUNCTION, Ops.INDEX, Ops.LOAD, Ops.REDUCE, Ops.STAGE,
+                        Ops.STACK, Ops.GEP, Ops.UNROLL, Ops.CONTRACT, Ops.WMMA, Ops.CUSTOM, Ops.CUSTOMI, Ops.GETADDR, Ops.INS,
+                        Ops.PYLITERAL, Ops.DEVICE})
 
 class UOpMetaClass(type):
   ucache: dict[tuple, weakref.ReferenceType[UOp]] = {}
@@ -171,7 +183,15 @@ class UOp(metaclass=UOpMetaClass):
   # *** shape / device / addrspace (derived, cached) ***
   @recursive_property
   def _shape(self) -> tuple[sint, ...] | None:
-    match self.op:
+    op = self.op
+    # the common cases first: a `match` tries its cases in order, and each case compares against every listed op
+    if op in _SHAPELESS: return None
+    if op in GroupOp.ALU or op is Ops.CAST:
+      shapes = [s._shape for s in self.src if s._shape is not None]
+      if not shapes: return None
+      if not all(s == shapes[0] for s in shapes[1:]): raise ValueError(f"shape mismatch in {self.op}: {shapes}")
+      return shapes[0]
+    match op:
       case Ops.PARAM | Ops.BUFFER | Ops.RETURNED:
         a: ParamArg = self.arg
         if a.image is not None: return (a.image[0], a.image[1], 4)
@@ -201,15 +221,7 @@ class UOp(metaclass=UOpMetaClass):
       case Ops.CALL:
         if self.dtype == dtypes.void: return None  # a void CALL has no shape
         return ()
-      case Ops.STORE | Ops.SINK | Ops.GROUP | Ops.LINEAR | Ops.PROGRAM | Ops.SOURCE | Ops.BINARY | Ops.END | Ops.IF | Ops.ENDIF | Ops.BARRIER | \
-           Ops.REWRITE_ERROR | Ops.NOOP | Ops.CUSTOM_FUNCTION | Ops.INDEX | Ops.LOAD | Ops.REDUCE | Ops.STAGE | Ops.STACK | Ops.GEP | \
-           Ops.UNROLL | Ops.CONTRACT | Ops.WMMA | Ops.CUSTOM | Ops.CUSTOMI | Ops.GETADDR | Ops.INS | Ops.PYLITERAL | Ops.DEVICE:
-        return None
-    # ALU and CAST: all sources with a shape must agree
-    shapes = [s._shape for s in self.src if s._shape is not None]
-    if not shapes: return None
-    if not all(s == shapes[0] for s in shapes[1:]): raise ValueError(f"shape mismatch in {self.op}: {shapes}")
-    return shapes[0]
+    return None
   @property
   def shape(self) -> tuple[sint, ...]:
     if (s := self._shape) is None: raise RuntimeError(f"{self.op} has no shape")
@@ -268,8 +280,13 @@ class UOp(metaclass=UOpMetaClass):
   def const(dtype: DType, b: ConstType | tuple | UOp, device: str | tuple[str, ...] | None = None, shape: tuple[sint, ...] | None = None) -> UOp:
     if isinstance(b, UOp): return b.cast(dtype) if b.dtype != dtype else b
     ret = UOp(Ops.CONST, dtype, arg=dtypes.as_const(b, dtype) if dtype != dtypes.void else b,
-              src=(UOp(Ops.DEVICE, arg=device),) if device is not None else ())
-    if shape is not None: ret = ret.reshape((1,) * len(shape)).expand(shape)
+              src=(_device_node(device),) if device is not None else ())
+    if shape is not None:
+      shape = tuple(shape)
+      if any(not isinstance(s, UOp) and s < 0 for s in shape): raise ValueError(f"shape can't contain negative numbers {shape}")
+      # a 0-d constant always reshapes to all ones and expands to any shape: no checks needed
+      if shape: ret = ret._mop(Ops.RESHAPE, (1,) * len(shape))
+      if any(not isinstance(s, int) or s != 1 for s in shape): ret = ret._mop(Ops.EXPAND, shape)
     return ret
   def const_like(self, b: ConstType | UOp) -> UOp:
     """A constant of self's dtype; in the tensor graph it also takes self's device and is broadcast to self's shape."""

@@ -56,9 +56,12 @@ def _get_pool(n: int) -> ThreadPoolExecutor:
       _pool, _pool_size = ThreadPoolExecutor(max_workers=n, thread_name_prefix="tg_cpu"), n
     return _pool
 
+@functools.cache
+def _cpu_count() -> int: return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
 def max_threads() -> int:
   n = int(NUM_CPU_THREADS.value)
-  return n if n > 0 else (os.cpu_count() or 1)
+  return n if n > 0 else _cpu_count()
 
 class CPUProgram:
   """A kernel loaded from an object file. `__call__(*bufs, vals=...)` runs it (synchronously)."""
