@@ -66,9 +66,17 @@ def test_hand_coded_matches_numpy(name: str):
   np.testing.assert_allclose(run_with_opts(make_tg(), opts), make_np(), rtol=1e-5, atol=1e-5, err_msg=str(opts))
 
 def test_matmul_heuristic_tiles_both_axes_and_unrolls():
-  items, _ = create_schedule(UOp.sink((Tensor(A) @ Tensor(B)).uop))
+  a = np.ones((128, 128), np.float32)  # 2^21 multiply-adds: a mid-size kernel
+  items, _ = create_schedule(UOp.sink((Tensor(a) @ Tensor(a)).uop))
   ops = [o.op for o in hand_coded_optimizations(items[0].ast)]
   assert ops.count(OptOps.UPCAST) == 2 and ops.count(OptOps.UNROLL) == 1
+
+def test_tiny_matmul_heuristic_skips_unroll():
+  # below 2^19 multiply-adds compile time dominates: smaller tiles and no unroll
+  items, _ = create_schedule(UOp.sink((Tensor(A) @ Tensor(B)).uop))
+  opts = hand_coded_optimizations(items[0].ast)
+  assert [o.op for o in opts].count(OptOps.UPCAST) >= 1 and all(o.op is not OptOps.UNROLL for o in opts)
+  np.testing.assert_allclose(run_with_opts(Tensor(A) @ Tensor(B), opts), A @ B, rtol=1e-5, atol=1e-5)
 
 @pytest.mark.parametrize("opt", [Opt(OptOps.UPCAST, 0, 5), Opt(OptOps.UNROLL, 0, 2), Opt(OptOps.UPCAST, 9, 2), Opt(OptOps.UPCAST, 2, 2)])
 def test_bad_opts_raise(opt: Opt):

@@ -74,11 +74,13 @@ def merge_ends(sink: UOp) -> UOp:
     by_range: dict[UOp, list[UOp]] = {}
     for u in sink.toposort():
       if u.op is Ops.END and len(u.src) == 2: by_range.setdefault(u.src[1], []).append(u)
-    dup = next(((r, es) for r, es in by_range.items() if len(es) > 1), None)
-    if dup is None: return sink
-    r, es = dup
-    merged = UOp(Ops.END, dtypes.void, (UOp(Ops.GROUP, dtypes.void, tuple(e.src[0] for e in es)), r))
-    sink = sink.substitute({e: merged for e in es})
+    subs: dict[UOp, UOp] = {}
+    for r, es in by_range.items():
+      if len(es) < 2: continue
+      merged = UOp(Ops.END, dtypes.void, (UOp(Ops.GROUP, dtypes.void, tuple(e.src[0] for e in es)), r))
+      subs.update({e: merged for e in es})
+    if not subs: return sink
+    sink = sink.substitute(subs)
 
 # *** weak dtypes -> concrete widths ***
 def lower_weak(sink: UOp) -> UOp:

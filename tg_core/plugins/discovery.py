@@ -6,7 +6,6 @@ it never breaks `import tg_core` or another device."""
 from __future__ import annotations
 import difflib
 import importlib
-import importlib.metadata as md
 import os
 import threading
 from dataclasses import dataclass, field
@@ -15,6 +14,7 @@ from typing import Any, Callable
 
 import pluggy
 
+from tg_core.plugins.entry_points import EntryPoint, dist_version, entry_points
 from tg_core.plugins.errors import PluginConflictError, PluginImportError, PluginIncompatibleError, PluginNotInstalledError
 from tg_core.plugins.specs import PROJECT, TG_CORE_API, DeviceSpec, ImporterSpec, QuantFormatSpec, RendererSpec, TgHookSpecs, load_attr
 ENTRY_POINT_GROUP = "tg_core.plugins"
@@ -70,9 +70,7 @@ class PluginRegistry:
       self.loaded = True  # set first: registering devices calls back into the registry
       self._load()
 
-  def _entry_points(self) -> list[md.EntryPoint]:
-    eps = md.entry_points(group=ENTRY_POINT_GROUP)
-    return sorted(eps, key=lambda e: e.name)
+  def _entry_points(self) -> list[EntryPoint]: return entry_points(ENTRY_POINT_GROUP)
 
   def _load(self) -> None:
     core = PluginRecord("core", CORE_DIST, _dist_version(CORE_DIST), "tg_core.plugins.core")
@@ -80,8 +78,8 @@ class PluginRegistry:
     disabled = os.environ.get("TG_DISABLE_PLUGIN_AUTOLOAD", "") not in ("", "0")
     allow = _env_list("TG_PLUGINS")
     for ep in self._entry_points():
-      dist = ep.dist.name if ep.dist is not None else "?"
-      rec = PluginRecord(ep.name, dist, ep.dist.version if ep.dist is not None else "?", ep.value)
+      dist = ep.dist
+      rec = PluginRecord(ep.name, dist, ep.version, ep.value)
       if disabled:
         rec.status, rec.reason = "disabled", "TG_DISABLE_PLUGIN_AUTOLOAD is set"
         self.records.append(rec)
@@ -198,10 +196,9 @@ def _declared(mod: ModuleType) -> dict[str, list[str]]:
 def _norm(dist: str) -> str: return dist.lower().replace("_", "-")
 
 def _dist_version(dist: str) -> str:
-  try: return md.version(dist)
-  except md.PackageNotFoundError:
-    from tg_core import __version__
-    return __version__
+  if (v := dist_version(dist)) is not None: return v
+  from tg_core import __version__
+  return __version__
 
 def _raiser(err: Exception) -> Callable[[str], Any]:
   def factory(dev: str) -> Any: raise err

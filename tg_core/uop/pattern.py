@@ -127,14 +127,23 @@ def _caller_location() -> tuple[str, int]:
   while f is not None and f.f_code.co_filename == __file__: f = f.f_back
   return (f.f_code.co_filename, f.f_lineno) if f is not None else ("?", 0)
 
+def _wants_ctx(fxn: Callable) -> bool:
+  """Does the rule function take a `ctx` argument? Plain functions answer from their code object: inspect.signature costs
+  ~50 us per rule, and some passes build their matchers per call."""
+  if (code := getattr(fxn, "__code__", None)) is not None and not hasattr(fxn, "__wrapped__"):  # signature() follows __wrapped__
+    return "ctx" in code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]
+  return "ctx" in inspect.signature(fxn).parameters
+
 class _Rule:
-  __slots__ = ("pat", "fxn", "early_reject", "wants_ctx", "name")
+  __slots__ = ("pat", "fxn", "early_reject", "wants_ctx", "name", "only_name")
   def __init__(self, pat: UPat, fxn: Callable):
     self.pat, self.fxn = pat, fxn
-    params = inspect.signature(fxn).parameters
-    self.wants_ctx = "ctx" in params
+    self.wants_ctx = _wants_ctx(fxn)
     self.early_reject = frozenset(pat.early_reject)
     self.name = f"{pat.location[0].rsplit('/', 1)[-1]}:{pat.location[1]}"
+    # a pattern that only checks the op (already done by the op index) and names the node: no matching needed
+    simple = type(pat) is UPat and pat.src is None and pat.dtype is None and pat.arg is None
+    self.only_name: str | None = (pat.name or "") if simple else None
 
 class PatternMatcher:
   """A table of (UPat, function) rules, indexed by op. A function gets the pattern's named captures (and `ctx` if it
@@ -151,9 +160,18 @@ class PatternMatcher:
   def rewrite(self, uop: UOp, ctx: Any = None) -> UOp | None:
     rules = self.pdict.get(uop.op)
     if not rules: return None
-    src_ops = {s.op for s in uop.src}
+    src_ops: set[Ops] | None = None
     for rule in rules:
-      if not rule.early_reject <= src_ops: continue
+      if (nm := rule.only_name) is not None:
+        kw = {nm: uop} if nm else {}
+        ret = rule.fxn(ctx=ctx, **kw) if rule.wants_ctx else rule.fxn(**kw)
+        if ret is not None and ret is not uop:
+          if match_stats.enabled: match_stats.hit(rule.name)
+          return ret
+        continue
+      if rule.early_reject:
+        if src_ops is None: src_ops = {s.op for s in uop.src}
+        if not rule.early_reject <= src_ops: continue
       for match in rule.pat.match(uop, {}):
         ret = rule.fxn(ctx=ctx, **match) if rule.wants_ctx else rule.fxn(**match)
         if ret is not None and ret is not uop:

@@ -30,20 +30,23 @@ def _init_symbols() -> None:
   """Make the C library functions LLVM may call (memset/memcpy from idiom recognition, libm for TRANSCENDENTAL=0)
   resolvable by the JIT's linker, whether or not the process exports them."""
   _init_llvm()
-  libs = [ctypes.CDLL(None)]
-  for name in ("c", "m"):
-    if (path := ctypes.util.find_library(name)) is not None:
-      try: libs.append(ctypes.CDLL(path))
-      except OSError: pass
-  for sym in ("memset", "memcpy", "memmove", "memcmp", "exp2f", "exp2", "log2f", "log2", "sinf", "sin", "powf", "pow", "sqrtf", "sqrt",
-              "truncf", "trunc", "fmaf", "fma", "expf", "exp", "logf", "log", "__bzero", "bzero"):
-    if llvm.address_of_symbol(sym): continue
-    for lib in libs:
+  syms = ("memset", "memcpy", "memmove", "memcmp", "exp2f", "exp2", "log2f", "log2", "sinf", "sin", "powf", "pow", "sqrtf", "sqrt",
+          "truncf", "trunc", "fmaf", "fma", "expf", "exp", "logf", "log", "__bzero", "bzero")
+  def libs():  # the process's own symbols first (Python links libc and libm); find_library runs ldconfig, so only if needed
+    yield ctypes.CDLL(None)
+    for name in ("c", "m"):
+      if (path := ctypes.util.find_library(name)) is not None:
+        try: yield ctypes.CDLL(path)
+        except OSError: pass
+  missing = [s for s in syms if not llvm.address_of_symbol(s)]
+  for lib in libs():
+    for sym in list(missing):
       try: addr = ctypes.cast(getattr(lib, sym), ctypes.c_void_p).value
       except AttributeError: continue
       if addr:
         llvm.add_symbol(sym, addr)
-        break
+        missing.remove(sym)
+    if not missing: break
 
 _pool_lock = threading.Lock()
 _pool: ThreadPoolExecutor | None = None
