@@ -6,12 +6,10 @@ thread pool. `NUM_CPU_THREADS` (0: os.cpu_count()) caps the number of threads; k
 calling thread alone."""
 from __future__ import annotations
 import ctypes
-import ctypes.util
 import functools
 import os
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import llvmlite.binding as llvm
@@ -34,8 +32,9 @@ def _init_symbols() -> None:
           "truncf", "trunc", "fmaf", "fma", "expf", "exp", "logf", "log", "__bzero", "bzero")
   def libs():  # the process's own symbols first (Python links libc and libm); find_library runs ldconfig, so only if needed
     yield ctypes.CDLL(None)
+    from ctypes.util import find_library  # imports subprocess: ~5 ms of a cold start
     for name in ("c", "m"):
-      if (path := ctypes.util.find_library(name)) is not None:
+      if (path := find_library(name)) is not None:
         try: yield ctypes.CDLL(path)
         except OSError: pass
   missing = [s for s in syms if not llvm.address_of_symbol(s)]
@@ -49,10 +48,11 @@ def _init_symbols() -> None:
     if not missing: break
 
 _pool_lock = threading.Lock()
-_pool: ThreadPoolExecutor | None = None
+_pool: Any = None  # a concurrent.futures.ThreadPoolExecutor, made (and its ~5 ms import paid) on the first split kernel
 _pool_size = 0
-def _get_pool(n: int) -> ThreadPoolExecutor:
+def _get_pool(n: int) -> Any:
   global _pool, _pool_size
+  from concurrent.futures import ThreadPoolExecutor
   with _pool_lock:
     if _pool is None or _pool_size < n:
       if _pool is not None: _pool.shutdown(wait=False)
