@@ -135,7 +135,7 @@ def _wants_ctx(fxn: Callable) -> bool:
   return "ctx" in inspect.signature(fxn).parameters
 
 class _Rule:
-  __slots__ = ("pat", "fxn", "early_reject", "wants_ctx", "name", "only_name")
+  __slots__ = ("pat", "fxn", "early_reject", "wants_ctx", "name", "only_name", "dtypes")
   def __init__(self, pat: UPat, fxn: Callable):
     self.pat, self.fxn = pat, fxn
     self.wants_ctx = _wants_ctx(fxn)
@@ -144,6 +144,7 @@ class _Rule:
     # a pattern that only checks the op (already done by the op index) and names the node: no matching needed
     simple = type(pat) is UPat and pat.src is None and pat.dtype is None and pat.arg is None
     self.only_name: str | None = (pat.name or "") if simple else None
+    self.dtypes: frozenset[DType] | None = _pattern_dtypes(pat)
 
 class PatternMatcher:
   """A table of (UPat, function) rules, indexed by op. A function gets the pattern's named captures (and `ctx` if it
@@ -155,10 +156,14 @@ class PatternMatcher:
       if not isinstance(p, UPat): raise TypeError(f"pattern must be a UPat, got {type(p).__name__}")
       rule = _Rule(p, fxn)
       for op in _pattern_ops(p): self.pdict[op].append(rule)
+    # the rules that can match a node of this (op, dtype): a pass over float math skips the integer index rules at once
+    self._rules_for: dict[tuple[Ops, DType], list[_Rule]] = {}
   def __add__(self, more: PatternMatcher) -> PatternMatcher: return PatternMatcher(self.patterns + more.patterns)
   def __len__(self) -> int: return len(self.patterns)
   def rewrite(self, uop: UOp, ctx: Any = None) -> UOp | None:
-    rules = self.pdict.get(uop.op)
+    if (rules := self._rules_for.get(key := (uop.op, uop.dtype))) is None:
+      dt, sdt = uop.dtype, uop.dtype.scalar()
+      rules = self._rules_for[key] = [r for r in self.pdict.get(uop.op, ()) if r.dtypes is None or dt in r.dtypes or sdt in r.dtypes]
     if not rules: return None
     src_ops: set[Ops] | None = None
     for rule in rules:
@@ -178,6 +183,13 @@ class PatternMatcher:
           if match_stats.enabled: match_stats.hit(rule.name)
           return ret
     return None
+
+def _pattern_dtypes(p: UPat) -> frozenset[DType] | None:
+  """The dtypes a node must have (itself or as its scalar) for `p` to match it; None: any."""
+  if isinstance(p, UPatAny):
+    alts = [_pattern_dtypes(a) for a in p.src[0]]
+    return None if any(a is None for a in alts) else frozenset().union(*alts)  # type: ignore[arg-type]
+  return frozenset(p.dtype) if p.dtype is not None else None
 
 def _pattern_ops(p: UPat) -> tuple[Ops, ...]:
   if isinstance(p, UPatAny): return tuple(dict.fromkeys(op for alt in p.src[0] for op in _pattern_ops(alt)))
