@@ -149,11 +149,23 @@ def hand_coded_optimizations(ast: UOp, has_local: bool = False, loops_only: bool
   cur = ast
   if red_axes:
     tiles = ((16, 8, 4, 2), (8, 4, 2)) if big else ((4, 2), (2,)) if tiny else ((4, 3, 2), (4, 3, 2))
-    for i, amts in zip(reversed(out_axes), tiles): cur = first_fit(cur, OptOps.UPCAST, i, amts)
+    for i, amts in zip(_tile_axes(ast, axes, out_axes), tiles): cur = first_fit(cur, OptOps.UPCAST, i, amts)
     if not big and not tiny and axes[red_axes[-1]] in (cur_axes := kernel_axes(cur)):
       cur = first_fit(cur, OptOps.UNROLL, cur_axes.index(axes[red_axes[-1]]), (4, 2))
   elif out_axes: cur = first_fit(cur, OptOps.UPCAST, out_axes[-1], (4, 2))
   return opts
+
+def _tile_axes(ast: UOp, axes: list[UOp], out_axes: list[int]) -> list[int]:
+  """The two output axes to tile (the inner one, which gets the bigger tile, first). A tile's loads per step are, for each
+  load, the product of the tile sizes of the axes its index depends on: a matmul's (i, j) tile loads a column of A and a
+  row of B, and a convolution's (cout, w) tile loads a row of input and a column of weights, where an (h, w) tile would
+  load a whole input block for one weight. Pick the pair with the fewest loads per multiply-add; ties go to later axes
+  (contiguous in memory)."""
+  if len(out_axes) < 2: return list(reversed(out_axes))
+  deps = [{a for a in out_axes if axes[a] in u.src[0].ranges} for u in ast.toposort() if u.op is Ops.LOAD and u.src[0].op is Ops.INDEX]
+  def cost(pair: tuple[int, int]) -> tuple[int, int, int]:
+    return (sum((4 if pair[0] in d else 1) * (4 if pair[1] in d else 1) for d in deps), -pair[1], -pair[0])
+  return list(min(((b, a) for a in out_axes for b in out_axes if a < b), key=cost))
 
 def axis_index(ast: UOp, axis_id: int) -> int:
   """The current index (in kernel_axes order) of the range with this axis id; splitting keeps the outer range's id."""

@@ -4,7 +4,8 @@ of every op). This module only writes text; it imports neither llvmlite nor the 
 The calling convention is in `tg_cpu_x86.abi`. The exported function loads the buffer addresses and variables and calls
 an always-inlined body whose buffer arguments are `noalias` (tinygrad's `restrict` convention), so after inlining LLVM
 knows distinct buffers don't alias. Loops are plain LLVM loops (phi induction variables); register buffers (reduce
-accumulators) are allocas that SROA/mem2reg turn into registers; a gated LOAD/STORE is a branch around the memory access.
+accumulators) are allocas that SROA/mem2reg turn into registers; a gated LOAD reads index 0 when masked off and selects (no
+branch), a gated STORE is a branch around the store.
 The first top-level output loop is split across cores when that is safe (see `_split_range`)."""
 from __future__ import annotations
 import math
@@ -345,8 +346,11 @@ class _KernelWriter:
     gate = self.r[u.src[2]] if len(u.src) > 2 and u.src[2].dtype.scalar() == dtypes.bool else None
     if len(u.src) > 3 or (len(u.src) == 3 and gate is None): raise NotImplementedError("the LLVM renderer supports INDEX(buf, idx[, gate]) only")
     et = buf.dtype.scalar()
-    inb = "" if gate is not None else "inbounds "  # a masked-off index may be anything: no inbounds claim for it
-    ptr = self.emit(f"getelementptr {inb}{ltype(et, mem=True)}, ptr {self.r[buf]}, {ltype(idx.dtype)} {self.r[idx]}")
+    it, iv = ltype(idx.dtype), self.r[idx]
+    # a masked-off index may be anything: it becomes 0, always in bounds, so a gated load can read unconditionally and
+    # select its value (no branch: the loop stays vectorizable, e.g. the padded borders of a convolution)
+    if gate is not None: iv = self.emit(f"select i1 {gate}, {it} {iv}, {it} 0")
+    ptr = self.emit(f"getelementptr inbounds {ltype(et, mem=True)}, ptr {self.r[buf]}, {it} {iv}")
     self.idx[u] = (ptr, gate, et)
     self.r[u] = ptr
 
@@ -366,13 +370,17 @@ class _KernelWriter:
     if gate is None:
       self.r[u] = do_load()
       return
+    other = alt if alt is not None else (lconst(0, u.dtype) if u.dtype.count == 1 else "zeroinitializer")
+    if len(u.src) < 3:  # gated by its INDEX only: the address is in bounds either way
+      v = do_load()
+      self.r[u] = self.emit(f"select i1 {gate}, {rt} {v}, {rt} {other}")
+      return
     pre, yes, done = self.cur, self.newlabel("gl"), self.newlabel("gm")
     self.stmt(f"br i1 {gate}, label %{yes}, label %{done}")
     self.label(yes)
     v = do_load()
     self.stmt(f"br label %{done}")
     self.label(done)
-    other = alt if alt is not None else (lconst(0, u.dtype) if u.dtype.count == 1 else "zeroinitializer")
     self.r[u] = self.emit(f"phi {rt} [ {v}, %{yes} ], [ {other}, %{pre} ]")
 
   def render_store(self, u: UOp) -> None:
