@@ -92,3 +92,12 @@ def test_local_opts_match_numpy(opts: list[Opt]):
   items, _ = create_schedule(UOp.sink((Tensor(A) @ Tensor(B)).uop))
   p = get_program(items[0].ast, Device["PYTHON"].renderer, opts)
   assert p.local_size is not None and p.local_size[0] == opts[0].arg
+
+def test_conv_heuristic_tiles_cout_and_width():
+  # an (h, w) tile would load a block of input per weight; (cout, w) loads a row of input and a column of weights
+  x, w = np.ones((2, 8, 16, 16), np.float32), np.ones((16, 8, 3, 3), np.float32)
+  items, _ = create_schedule(UOp.sink(Tensor(x).conv2d(Tensor(w), padding=1).uop))
+  from tg_core.uop.symbolic import symbolic
+  from tg_core.uop.rewrite import graph_rewrite
+  opts = hand_coded_optimizations(graph_rewrite(items[-1].ast, symbolic))  # as choose_opts sees it: index math simplified
+  assert {o.axis for o in opts if o.op is OptOps.UPCAST} == {1, 3}
