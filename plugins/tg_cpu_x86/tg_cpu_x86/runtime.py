@@ -8,6 +8,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import os
+import queue
 import threading
 import time
 from typing import Any
@@ -47,16 +48,26 @@ def _init_symbols() -> None:
         missing.remove(sym)
     if not missing: break
 
+class _Workers:
+  """Threads that run kernel chunks (ctypes releases the GIL for the call). Lighter than concurrent.futures, whose import
+  (with logging) costs ~3 ms of a cold start, and a handoff is a queue put and an event."""
+  def __init__(self, n: int):
+    self.q: queue.SimpleQueue = queue.SimpleQueue()
+    for i in range(n): threading.Thread(target=self._loop, name=f"tg_cpu_{i}", daemon=True).start()
+    self.n = n
+  def _loop(self) -> None:
+    while True:
+      fn, args, done, errs = self.q.get()
+      try: fn(*args)
+      except BaseException as e: errs.append(e)
+      finally: done.set()
+
 _pool_lock = threading.Lock()
-_pool: Any = None  # a concurrent.futures.ThreadPoolExecutor, made (and its ~5 ms import paid) on the first split kernel
-_pool_size = 0
-def _get_pool(n: int) -> Any:
-  global _pool, _pool_size
-  from concurrent.futures import ThreadPoolExecutor
+_pool: _Workers | None = None
+def _get_pool(n: int) -> _Workers:
+  global _pool
   with _pool_lock:
-    if _pool is None or _pool_size < n:
-      if _pool is not None: _pool.shutdown(wait=False)
-      _pool, _pool_size = ThreadPoolExecutor(max_workers=n, thread_name_prefix="tg_cpu"), n
+    if _pool is None or _pool.n < n: _pool = _Workers(n)  # an outgrown pool's threads idle on their own queue
     return _pool
 
 @functools.cache
@@ -100,8 +111,11 @@ class CPUProgram:
     n = self._threads(addrs, vals_arr, tuple(vals))
     if n == 1: self.fxn(addrs, vals_arr, 0, 1)
     else:
-      pool = _get_pool(n - 1)
-      futs = [pool.submit(self.fxn, addrs, vals_arr, i, n) for i in range(1, n)]
+      errs: list[BaseException] = []
+      done = [threading.Event() for _ in range(1, n)]
+      q = _get_pool(n - 1).q
+      for i, ev in zip(range(1, n), done): q.put((self.fxn, (addrs, vals_arr, i, n), ev, errs))
       self.fxn(addrs, vals_arr, 0, n)
-      for f in futs: f.result()
+      for ev in done: ev.wait()
+      if errs: raise errs[0]
     return time.perf_counter() - st if wait else None
