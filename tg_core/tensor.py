@@ -9,7 +9,7 @@ import numpy as np
 
 from tg_core.dtype import ConstType, DType, DTypeLike, _from_np_dtype, _to_np_dtype, _to_np_storage, dtypes, least_upper_dtype, \
   least_upper_float, strong_dtype, sum_acc_dtype, to_dtype
-from tg_core.helpers import SPLIT_REDUCEOP, all_int, prod
+from tg_core.helpers import SPEC, SPLIT_REDUCEOP, all_int, prod
 from tg_core.uop import GroupOp, Ops
 from tg_core.uop.ops import UOp, identity_element, resolve, sint, smax
 
@@ -139,17 +139,19 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, RandomMixin,
   # *** realize ***
   def schedule_with_vars(self, *lst: Tensor) -> tuple[list, dict[str, int]]:
     from tg_core.schedule.cache import create_schedule_cached
-    from tg_core.uop.spec import spec_tensor, verify_if_spec
     from tg_core.function import resolve_calls
     sink = UOp.sink(*[t.uop for t in (self, *lst)])
-    verify_if_spec(sink, spec_tensor, "tensor graph")
-    if (resolved := resolve_calls(sink)) is not sink:
+    if SPEC:  # the spec tables load only when checked
+      from tg_core.uop.spec import spec_tensor, verify_if_spec
+      verify_if_spec(sink, spec_tensor, "tensor graph")
+    topo: list[UOp] | None = list(sink.toposort())
+    if any(u.op is Ops.CALL for u in topo) and (resolved := resolve_calls(sink)) is not sink:
       for t in list(all_tensors):
         if (nu := _replaced(sink, resolved, t.uop)) is not None:
           t.uop = nu
           if nu.op is Ops.AFTER: after_holders[id(t)] = t
-      sink = resolved
-    items, becomes = create_schedule_cached(sink)
+      sink, topo = resolved, None
+    items, becomes = create_schedule_cached(sink, topo)
     if becomes:
       # the realized tensors now hold their buffers. Other tensors with an identical (hash-consed) graph keep it: giving
       # them the same buffer would alias them, and a later assign to one would change the other. An assign (AFTER) is

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from tg_core.dtype import AddrSpace
-from tg_core.helpers import DEBUG, NOOPT, prod
+from tg_core.helpers import DEBUG, NOOPT, SPEC, prod
 from tg_core.uop import GroupOp, Ops
 from tg_core.uop.ops import UOp
 from tg_core.uop.rewrite import graph_rewrite
@@ -64,7 +64,6 @@ def _native_reduce_filter(sink: UOp, ren: Renderer):  # type: ignore[no-untyped-
   return keep
 
 def full_rewrite_to_sink(ast: UOp, ren: Renderer, opts: list[Opt] | None = None) -> UOp:
-  from tg_core.uop.spec import spec_program, verify_if_spec
   sink = graph_rewrite(ast, _symbolic(), name="simplify kernel")
   sink = expand_upcasts(apply_opts(sink, choose_opts(sink, ren) if opts is None else opts))
   sink = add_gpudims(sink, ren.global_max)
@@ -73,7 +72,9 @@ def full_rewrite_to_sink(ast: UOp, ren: Renderer, opts: list[Opt] | None = None)
   sink = lower_weak(sink)
   sink = rewrite_emulated_dtypes(rewrite_transcendental(sink, ren), ren)  # approximate missing EXP2/LOG2/SIN, emulate missing dtypes
   if (extra := getattr(ren, "extra_matcher", None)) is not None: sink = graph_rewrite(sink, extra, ctx=ren, name="renderer rewrites")
-  verify_if_spec(sink, spec_program, "program")
+  if SPEC:
+    from tg_core.uop.spec import spec_program, verify_if_spec
+    verify_if_spec(sink, spec_program, "program")
   return sink
 
 def get_program(ast: UOp, ren: Renderer, opts: list[Opt] | None = None) -> ProgramSpec:

@@ -83,9 +83,9 @@ def _instantiate(t: _Template, topo: list[UOp], inputs: list[UOp]) -> tuple[list
     becomes[topo[i]] = v
   return items, becomes
 
-def create_schedule_cached(sink: UOp) -> tuple[list[ScheduleItem], dict[UOp, UOp]]:
-  """`create_schedule`, reusing the result for graphs of the same structure."""
-  topo = list(sink.toposort())
+def create_schedule_cached(sink: UOp, topo: list[UOp] | None = None) -> tuple[list[ScheduleItem], dict[UOp, UOp]]:
+  """`create_schedule`, reusing the result for graphs of the same structure. `topo`: sink.toposort(), if the caller has it."""
+  if topo is None: topo = list(sink.toposort())
   key, inputs = _structure(topo)
   if (t := _cache.get(key)) is not None:
     _cache.move_to_end(key)
