@@ -40,24 +40,26 @@ def linearize(sink: UOp) -> list[UOp]:
     if not rs: return None
     return max(rs, key=rdepth)
   blk = {u: block_of(u) for u in topo}
+  paths: dict[UOp | None, list[UOp]] = {}
   def path(b: UOp | None) -> list[UOp]:
-    ret: list[UOp] = []
-    while b is not None:
-      ret.append(b)
-      b = parent.get(b)
-    return ret[::-1]
+    if (ret := paths.get(b)) is None:
+      ret = paths[b] = [] if b is None else [*path(parent.get(b)), b]
+    return ret
+  # each node's loop path: the loops enclosing it, outermost first, and its own loop for a loop's RANGE and END
+  full: dict[UOp, list[UOp]] = {}
+  for u in topo:
+    own = u if u.op is Ops.RANGE and u in ends else (next(r for r in u.src[1:] if r.op is Ops.RANGE) if u.op is Ops.END else None)
+    full[u] = path(blk[u]) + [own] if own is not None else path(blk[u])
   # the item a node is in, seen from block B: the node itself or the child loop of B that contains it
   def item_in(u: UOp, b: UOp | None) -> UOp | tuple | None:
-    own = u if u.op is Ops.RANGE and u in ends else (next(r for r in u.src[1:] if r.op is Ops.RANGE) if u.op is Ops.END else None)
-    p = path(blk[u]) + ([own] if own is not None else [])
+    p = full[u]
     if b is None: return ("loop", p[0]) if p else u
     if b not in p: return None
     i = p.index(b)
     return ("loop", p[i+1]) if i + 1 < len(p) else u
   members: dict[UOp | None, list[UOp]] = {}
   for u in topo:
-    own = u if u.op is Ops.RANGE and u in ends else (next(r for r in u.src[1:] if r.op is Ops.RANGE) if u.op is Ops.END else None)
-    for b in [None, *path(blk[u]), *([own] if own is not None else [])]: members.setdefault(b, []).append(u)
+    for b in [None, *full[u]]: members.setdefault(b, []).append(u)
 
   out: list[UOp] = []
   def emit_block(b: UOp | None) -> None:
