@@ -291,6 +291,8 @@ class Renderer:
   local_max: tuple[int, ...] | None = (0x8FFFFFFF,) * 3
   shared_max: int = 32768
   supports_float4: bool = True
+  # True: one UPCAST axis per loop nest is rendered as vector dtypes (codegen/vectorize.py) instead of scalar copies
+  vector_upcast: bool = False
   tensor_cores: list = []
   compiler: Compiler | None = None
   # hooks for the codegen pipeline (PatternMatchers), None when unused

@@ -7,14 +7,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from tg_core.dtype import AddrSpace
+from tg_core.dtype import AddrSpace, dtypes
 from tg_core.helpers import DEBUG, NOOPT, SPEC, prod
 from tg_core.uop import GroupOp, Ops
 from tg_core.uop.ops import UOp
 from tg_core.uop.rewrite import graph_rewrite
 from tg_core.codegen.linearize import linearize
 from tg_core.codegen.transcendental import rewrite_transcendental
-from tg_core.codegen.dtype_emulation import rewrite_emulated_dtypes
+from tg_core.codegen.dtype_emulation import emulated_dtypes, rewrite_emulated_dtypes
 from tg_core.codegen.lowerer import ReduceContext, add_gpudims, lower_weak, merge_ends, pm_lower_reduce
 from tg_core.codegen.opt import Opt, apply_opts, expand_upcasts, hand_coded_optimizations
 
@@ -65,7 +65,8 @@ def _native_reduce_filter(sink: UOp, ren: Renderer):  # type: ignore[no-untyped-
 
 def full_rewrite_to_sink(ast: UOp, ren: Renderer, opts: list[Opt] | None = None) -> UOp:
   sink = graph_rewrite(ast, _symbolic(), name="simplify kernel")
-  sink = expand_upcasts(apply_opts(sink, choose_opts(sink, ren) if opts is None else opts))
+  vector_dtypes = (set(ren.supported_dtypes()) - emulated_dtypes(ren)) | {dtypes.weakint} if getattr(ren, "vector_upcast", False) else None
+  sink = expand_upcasts(apply_opts(sink, choose_opts(sink, ren) if opts is None else opts), vector_dtypes)
   sink = add_gpudims(sink, ren.global_max)
   sink = merge_ends(graph_rewrite(sink, pm_lower_reduce, ctx=ReduceContext(_native_reduce_filter(sink, ren)), name="lower reduce"))
   sink = graph_rewrite(sink, _symbolic(), name="simplify lowered")

@@ -10,11 +10,12 @@ import itertools
 from dataclasses import dataclass
 from enum import Enum, auto
 
-from tg_core.dtype import dtypes
+from tg_core.dtype import DType, dtypes
 from tg_core.uop import Ops
 from tg_core.uop.ops import AxisType, KernelInfo, UOp
 from tg_core.uop.pattern import PatternMatcher, UPat
 from tg_core.uop.rewrite import graph_rewrite
+from tg_core.codegen.vectorize import CantVectorize, store_stride, vectorize
 
 class OptOps(Enum):
   UPCAST = auto(); UNROLL = auto(); LOCAL = auto(); NOLOCALS = auto()  # noqa: E702
@@ -103,14 +104,22 @@ def _max(a: UOp, b: UOp) -> UOp:
   if dtypes.is_float(a.dtype): return (b.ne(b)).where(b, a.maximum(b))
   return a.maximum(b)
 
-def _expand_end(e: UOp) -> UOp | None:
+def _expand_end(ctx: set[DType] | None, e: UOp) -> UOp | None:
   ups = [r for r in e.src[1:] if r.op is Ops.RANGE and r.arg[1] is AxisType.UPCAST]
   if not ups: return None
-  bodies = [e.src[0]]
+  all_ups, body = ups, e.src[0]
+  if ctx is not None:  # the renderer takes vectors (of these dtypes): the axis the stores are contiguous in becomes one
+    for r in reversed(ups):
+      if store_stride(body, r) != 1: continue
+      try: body = vectorize(body, r, _range_size(r), ctx)
+      except CantVectorize: continue
+      ups = [u for u in ups if u is not r]
+      break
+  bodies = [body]
   for r in ups:
     n = _range_size(r)
     bodies = [b.substitute({r: UOp.const(r.dtype, k)}) for b in bodies for k in range(n)]
-  rest = [s for s in e.src[1:] if s not in ups]
+  rest = [s for s in e.src[1:] if s not in all_ups]
   grp = UOp(Ops.GROUP, dtypes.void, tuple(bodies)) if len(bodies) > 1 else bodies[0]
   return UOp(Ops.END, dtypes.void, (grp, *rest)) if rest else grp
 
@@ -119,7 +128,10 @@ pm_expand = PatternMatcher([
   (UPat(Ops.END, name="e"), _expand_end),
 ])
 
-def expand_upcasts(ast: UOp) -> UOp: return graph_rewrite(ast, pm_expand, name="expand upcast/unroll")
+def expand_upcasts(ast: UOp, vector_dtypes: set[DType] | None = None) -> UOp:
+  """UPCAST/UNROLL ranges -> straight-line code. With `vector_dtypes` (the renderer takes vectors of these) one upcast axis
+  per loop nest becomes vectors (see codegen/vectorize.py), the rest scalar copies."""
+  return graph_rewrite(ast, pm_expand, ctx=vector_dtypes, name="expand upcast/unroll")
 
 # *** the heuristic ***
 def hand_coded_optimizations(ast: UOp, has_local: bool = False, loops_only: bool = False) -> list[Opt]:

@@ -143,7 +143,7 @@ def _work_per_iter(uops: list[UOp], split: UOp | None) -> int:
     elif u.op is Ops.END:
       if split in u.src[1:]: break
       mult = stack.pop()
-    elif u.op in _WORK_OPS: total += mult
+    elif u.op in _WORK_OPS: total += mult * u.dtype.count if u.op is not Ops.STORE else mult * u.src[1].dtype.count
   return max(total, 1)
 
 def _index_like(uops: list[UOp]) -> set[UOp]:
@@ -188,6 +188,7 @@ class LLVMRenderer(Renderer):
   global_max = None
   local_max = None
   supports_float4 = False
+  vector_upcast = True
   default_opts = True
   native_transcendentals = frozenset({Ops.SQRT, Ops.RECIPROCAL})
 
@@ -294,7 +295,7 @@ class _KernelWriter:
       return
     if op is Ops.BUFFER:
       name = f"%reg{len(self.allocas)}"
-      self.allocas.append(f"  {name} = alloca [{max(u.arg.size or 1, 1)} x {ltype(u.dtype.scalar(), mem=True)}], align 64")
+      self.allocas.append(f"  {name} = alloca [{max(u.arg.size or 1, 1)} x {ltype(u.dtype, mem=True)}], align 64")
       r[u] = name
       return
     if op is Ops.AFTER:
@@ -325,6 +326,11 @@ class _KernelWriter:
     if op is Ops.BITCAST:
       r[u] = self.bitcast(r[u.src[0]], u.src[0].dtype, u.dtype)
       return
+    if op is Ops.STACK and all(x is u.src[0] for x in u.src):  # a broadcast: insert once, shuffle to every lane
+      vt = ltype(u.dtype)
+      one = self.emit(f"insertelement {vt} poison, {ltype(u.src[0].dtype)} {r[u.src[0]]}, i32 0")
+      r[u] = self.emit(f"shufflevector {vt} {one}, {vt} poison, <{u.dtype.count} x i32> zeroinitializer")
+      return
     if op is Ops.STACK:
       vt, cur = ltype(u.dtype), "poison"
       for i, s in enumerate(u.src): cur = self.emit(f"insertelement {vt} {cur}, {ltype(s.dtype)} {r[s]}, i32 {i}")
@@ -345,12 +351,14 @@ class _KernelWriter:
     buf, idx = u.src[0], u.src[1]
     gate = self.r[u.src[2]] if len(u.src) > 2 and u.src[2].dtype.scalar() == dtypes.bool else None
     if len(u.src) > 3 or (len(u.src) == 3 and gate is None): raise NotImplementedError("the LLVM renderer supports INDEX(buf, idx[, gate]) only")
-    et = buf.dtype.scalar()
+    et = buf.dtype if _root_buffer(buf).op is Ops.BUFFER else buf.dtype.scalar()  # a register buffer may hold vectors
     it, iv = ltype(idx.dtype), self.r[idx]
     # a masked-off index may be anything: it becomes 0, always in bounds, so a gated load can read unconditionally and
-    # select its value (no branch: the loop stays vectorizable, e.g. the padded borders of a convolution)
-    if gate is not None: iv = self.emit(f"select i1 {gate}, {it} {iv}, {it} 0")
-    ptr = self.emit(f"getelementptr inbounds {ltype(et, mem=True)}, ptr {self.r[buf]}, {it} {iv}")
+    # select its value (no branch: the loop stays vectorizable, e.g. the padded borders of a convolution). A vector gate
+    # (one per lane) goes to a masked load, which touches no masked-off lane: the address needn't be in bounds
+    vgate = gate is not None and u.src[2].dtype.count > 1
+    if gate is not None and not vgate: iv = self.emit(f"select i1 {gate}, {it} {iv}, {it} 0")
+    ptr = self.emit(f"getelementptr {'' if vgate else 'inbounds '}{ltype(et, mem=True)}, ptr {self.r[buf]}, {it} {iv}")
     self.idx[u] = (ptr, gate, et)
     self.r[u] = ptr
 
@@ -371,6 +379,14 @@ class _KernelWriter:
       self.r[u] = do_load()
       return
     other = alt if alt is not None else (lconst(0, u.dtype) if u.dtype.count == 1 else "zeroinitializer")
+    gdt = u.src[0].src[2].dtype if len(u.src[0].src) > 2 else dtypes.bool
+    if gdt.count > 1:  # one gate per lane: a masked vector load
+      if len(u.src) == 3: raise NotImplementedError("a masked vector load with its own LOAD gate")
+      if u.dtype.scalar() == dtypes.bool:  # bools are bytes in memory
+        v = self.intrinsic(f"llvm.masked.load.v{u.dtype.count}i8.p0", mt, [("ptr", ptr), ("i32", "1"), (ltype(gdt), gate), (mt, "zeroinitializer")])
+        self.r[u] = self.emit(f"icmp ne {mt} {v}, zeroinitializer")
+      else: self.r[u] = self.intrinsic(f"llvm.masked.load.{_suffix(u.dtype)}.p0", rt, [("ptr", ptr), ("i32", str(align)), (ltype(gdt), gate), (rt, other)])
+      return
     if len(u.src) < 3:  # gated by its INDEX only: the address is in bounds either way
       v = do_load()
       self.r[u] = self.emit(f"select i1 {gate}, {rt} {v}, {rt} {other}")
