@@ -16,6 +16,7 @@ from tg_core.codegen.linearize import linearize
 from tg_core.codegen.transcendental import rewrite_transcendental
 from tg_core.codegen.dtype_emulation import emulated_dtypes, rewrite_emulated_dtypes
 from tg_core.codegen.lowerer import ReduceContext, add_gpudims, lower_weak, merge_ends, pm_lower_reduce
+from tg_core.codegen.valid import pm_index_given_valid
 from tg_core.codegen.opt import Opt, apply_opts, expand_upcasts, hand_coded_optimizations
 
 if TYPE_CHECKING:
@@ -64,7 +65,7 @@ def _native_reduce_filter(sink: UOp, ren: Renderer):  # type: ignore[no-untyped-
   return keep
 
 def full_rewrite_to_sink(ast: UOp, ren: Renderer, opts: list[Opt] | None = None) -> UOp:
-  sink = graph_rewrite(ast, _symbolic(), name="simplify kernel")
+  sink = graph_rewrite(graph_rewrite(ast, _symbolic(), name="simplify kernel"), pm_index_given_valid, name="index given valid")
   vector_dtypes = (set(ren.supported_dtypes()) - emulated_dtypes(ren)) | {dtypes.weakint} if getattr(ren, "vector_upcast", False) else None
   sink = expand_upcasts(apply_opts(sink, choose_opts(sink, ren) if opts is None else opts), vector_dtypes)
   sink = add_gpudims(sink, ren.global_max)
