@@ -27,6 +27,9 @@ def main() -> None:
   ap = argparse.ArgumentParser(description=__doc__)
   ap.add_argument("--runs", type=int, default=7, help="subprocess runs per measurement (median is reported; default 7)")
   args = ap.parse_args()
+  # byte-compile tg_core first, as `pip install` leaves it (with PYTHONDONTWRITEBYTECODE every run would recompile it)
+  import subprocess
+  subprocess.run([sys.executable, "-m", "compileall", "-q", str(pathlib.Path(__file__).resolve().parent.parent / "tg_core")], capture_output=True)
   with tempfile.TemporaryDirectory() as d:
     tmp = pathlib.Path(d)
     bare = make_venv(tmp / "bare")
