@@ -178,6 +178,10 @@ def strong_dtype(dt: DType) -> DType:
   return dt
 
 def least_upper_float(dt: DType) -> DType: return dt if dtypes.is_float(dt) else least_upper_dtype(dt, dtypes.weakfloat)
+def float_result_dtype(dt: DType) -> DType:
+  """The dtype a float function (exp, sqrt, softmax, ...) of `dt` returns: floats keep theirs, ints and bool give the default
+  float (like torch)."""
+  return dt if dtypes.is_float(dt) else strong_dtype(least_upper_float(dt))
 
 def sum_acc_dtype(dt: DType) -> DType:
   """The dtype `sum` accumulates in: small ints widen, bool sums as int, floats narrower than float32 accumulate in float32."""

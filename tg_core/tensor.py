@@ -7,7 +7,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from tg_core.dtype import ConstType, DType, DTypeLike, _from_np_dtype, _to_np_dtype, _to_np_storage, dtypes, least_upper_dtype, \
+from tg_core.dtype import ConstType, DType, DTypeLike, _from_np_dtype, _to_np_dtype, _to_np_storage, dtypes, float_result_dtype, least_upper_dtype, \
   least_upper_float, strong_dtype, sum_acc_dtype, to_dtype
 from tg_core.helpers import SPEC, SPLIT_REDUCEOP, all_int, prod
 from tg_core.uop import GroupOp, Ops
@@ -501,17 +501,16 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, RandomMixin,
   def bool(self) -> Tensor: return self.cast(dtypes.bool)
   def bfloat16(self) -> Tensor: return self.cast(dtypes.bfloat16)
 
-  def _float_unary(self, op: Ops) -> Tensor:
-    t = self if dtypes.is_float(self.dtype) else self.cast(dtypes.default_float)
-    return t._apply_uop(lambda u: u.alu(op))
+  def _as_float(self) -> Tensor:
+    """The input of a float function: ints and bool cast to the default float (like torch), floats as they are."""
+    return self.cast(float_result_dtype(self.dtype))
+  def _float_unary(self, op: Ops) -> Tensor: return self._as_float()._apply_uop(lambda u: u.alu(op))
   def reciprocal(self) -> Tensor: return self._float_unary(Ops.RECIPROCAL)
   def sqrt(self) -> Tensor: return self._float_unary(Ops.SQRT)
   def sin(self) -> Tensor: return self._float_unary(Ops.SIN)
   def exp2(self) -> Tensor: return self._float_unary(Ops.EXP2)
   def log2(self) -> Tensor: return self._float_unary(Ops.LOG2)
-  def exp(self) -> Tensor:
-    t = self if dtypes.is_float(self.dtype) else self.cast(dtypes.default_float)
-    return (t * (1 / math.log(2))).exp2()
+  def exp(self) -> Tensor: return (self._as_float() * (1 / math.log(2))).exp2()
   def log(self) -> Tensor: return self.log2() * math.log(2)
   def trunc(self) -> Tensor: return self if not dtypes.is_float(self.dtype) else self._apply_uop(lambda u: u.alu(Ops.TRUNC))
   def floor(self) -> Tensor:
@@ -524,7 +523,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, RandomMixin,
     return (self > t).where(t + 1, t)
   def relu(self) -> Tensor: return (self <= 0).where(0, self) if self.dtype != dtypes.bool else self  # grad 0 at 0 and NaN kept, like torch
   def sigmoid(self) -> Tensor:
-    if not dtypes.is_float(self.dtype): return self.float().sigmoid()
+    if not dtypes.is_float(self.dtype): return self._as_float().sigmoid()
     # e = exp(-|x|) <= 1 never overflows: 1/(1+e) for x >= 0, e/(1+e) below, so the gradient stays finite for large |x|
     pos = self >= 0
     e = (pos.where(-self, self) * (1 / math.log(2))).exp2()

@@ -8,7 +8,7 @@ import functools
 import math
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
-from tg_core.dtype import ConstType, DType, dtypes, least_upper_float, strong_dtype
+from tg_core.dtype import ConstType, dtypes, float_result_dtype
 from tg_core.uop import Ops
 
 if TYPE_CHECKING:
@@ -22,15 +22,11 @@ def polyN(x: Tensor, p: Sequence[float]) -> Tensor:
   for c in p[1:]: acc = acc * x + c
   return acc
 
-def _float_dtype(dt: DType) -> DType:
-  """The float dtype a float function of `dt` returns: floats keep theirs, ints and bool become the default float (like torch)."""
-  return dt if dtypes.is_float(dt) else strong_dtype(least_upper_float(dt))
-
 def _float_op(fn: Callable[..., Tensor]) -> Callable[..., Tensor]:
   """Run `fn` on a float tensor: ints/bools are cast to the default float; float16, bfloat16 and fp8 compute in float32."""
   @functools.wraps(fn)
   def wrapper(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:
-    out = _float_dtype(self.dtype)
+    out = float_result_dtype(self.dtype)
     if out.itemsize < 4: return fn(self.cast(dtypes.float32), *args, **kwargs).cast(out)
     return fn(self.cast(out), *args, **kwargs)
   return wrapper
@@ -192,7 +188,7 @@ class ElementwiseMixin:
   def logaddexp(self: Tensor, other: Tensor | ConstType) -> Tensor:
     """log(exp(x) + exp(y)) without overflow: max(x, y) + log(1 + exp(-|x - y|)); exact for equal infinities like torch."""
     a, b = self._broadcasted(other)
-    if not dtypes.is_float(a.dtype): a, b = a.cast(_float_dtype(a.dtype)), b.cast(_float_dtype(b.dtype))
+    if not dtypes.is_float(a.dtype): a, b = a.cast(float_result_dtype(a.dtype)), b.cast(float_result_dtype(b.dtype))
     out = a.dtype
     if out.itemsize < 4: a, b = a.cast(dtypes.float32), b.cast(dtypes.float32)
     d = a.eq(b).where(0.0, a - b)

@@ -159,7 +159,7 @@ class ReduceMixin:
   # *** softmax family ***
   def _softmax(self: Tensor, axis: int, dtype: DTypeLike | None = None) -> tuple[Tensor, Tensor, Tensor]:  # type: ignore[misc]
     # ints become floats first: subtracting the max in a narrow int type would wrap
-    x = self if dtypes.is_float(self.dtype) else self.cast(dtypes.default_float)
+    x = self._as_float()
     m = x - x.max(axis, keepdim=True).detach() if x.numel() != 0 else x
     if dtype is not None: m = m.cast(dtype)
     e = m.exp()
