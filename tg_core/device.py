@@ -293,6 +293,8 @@ class Renderer:
   supports_float4: bool = True
   # True: one UPCAST axis per loop nest is rendered as vector dtypes (codegen/vectorize.py) instead of scalar copies
   vector_upcast: bool = False
+  # elements of a 32-bit dtype per SIMD register (or a good vector length): the heuristic's upcast of elementwise kernels
+  vector_width: int = 4
   tensor_cores: list = []
   compiler: Compiler | None = None
   # hooks for the codegen pipeline (PatternMatchers), None when unused

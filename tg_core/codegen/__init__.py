@@ -48,7 +48,7 @@ def choose_opts(ast: UOp, ren: Renderer) -> list[Opt]:
   renderer opts out, as the PYTHON reference does). BEAM search happens in the engine, which can time candidates."""
   if ast.arg is not None and ast.arg.opts_to_apply is not None: return list(ast.arg.opts_to_apply)
   if NOOPT or not getattr(ren, "default_opts", True): return []
-  return hand_coded_optimizations(ast, ren.has_local, loops_only=ren.global_max is None)
+  return hand_coded_optimizations(ast, ren.has_local, loops_only=ren.global_max is None, width=getattr(ren, "vector_width", 4))
 
 def _native_reduce_filter(sink: UOp, ren: Renderer):  # type: ignore[no-untyped-def]
   """For renderers that reduce whole axes at once (`vectorized_reduce_limit`: the most elements one REDUCE may span,

@@ -15,7 +15,7 @@ from tg_core.uop import Ops
 from tg_core.uop.ops import AxisType, KernelInfo, UOp
 from tg_core.uop.pattern import PatternMatcher, UPat
 from tg_core.uop.rewrite import graph_rewrite
-from tg_core.codegen.vectorize import CantVectorize, store_stride, vectorize
+from tg_core.codegen.vectorize import CantVectorize, affine, store_stride, vectorize
 
 class OptOps(Enum):
   UPCAST = auto(); UNROLL = auto(); LOCAL = auto(); NOLOCALS = auto()  # noqa: E702
@@ -88,17 +88,41 @@ def apply_opts(ast: UOp, opts: list[Opt] | tuple[Opt, ...]) -> UOp:
   return ast
 
 # *** the expander: UPCAST and UNROLL ranges become straight-line code ***
-def _expand_reduce(red: UOp) -> UOp | None:
+def _expand_reduce(ctx: set[DType] | None, red: UOp) -> UOp | None:
   unrolls = [r for r in red.src[1:] if r.op is Ops.RANGE and r.arg[1] in (AxisType.UNROLL, AxisType.UPCAST)]
   if not unrolls: return None
-  vals = [red.src[0]]
+  op: Ops = red.arg
+  def fold(vals: list[UOp], dt: DType) -> UOp: return functools.reduce(lambda a, b: UOp(op, dt, (a, b)) if op is not Ops.MAX else _max(a, b), vals)
+  keep = [r for r in red.src[1:] if r not in unrolls]
+  inner = red.src[0]
+  # (not when an upcast output axis reads contiguously inside the loop too: that axis vectorizes at its END, no horizontal fold)
+  if ctx is not None and keep and op in (Ops.ADD, Ops.MAX) and \
+     not any(u.arg[1] is AxisType.UPCAST and _loads_contiguous(inner, u, keep) for u in inner.ranges):
+    # an unroll axis the loads are contiguous in becomes a vector accumulator (n partial sums, folded after the loop):
+    # the reduction runs on vector loads instead of a chain of scalar adds. Sums reassociate, like numpy's and torch's.
+    for r in reversed(unrolls):
+      if not _loads_contiguous(inner, r): continue
+      try: v = vectorize(inner, r, _range_size(r), ctx)
+      except CantVectorize: continue
+      vals = [v]
+      for r2 in unrolls:
+        if r2 is not r: vals = [x.substitute({r2: UOp.const(r2.dtype, k)}) for x in vals for k in range(_range_size(r2))]
+      vred = UOp(Ops.REDUCE, v.dtype, (fold(vals, v.dtype), *keep), op)
+      return fold([vred.gep(k) for k in range(v.dtype.count)], red.dtype)
+  vals = [inner]
   for r in unrolls:
     n = _range_size(r)
     vals = [v.substitute({r: UOp.const(r.dtype, k)}) for v in vals for k in range(n)]
-  op: Ops = red.arg
-  folded = functools.reduce(lambda a, b: UOp(op, red.dtype, (a, b)) if op is not Ops.MAX else _max(a, b), vals)
-  keep = [r for r in red.src[1:] if r not in unrolls]
+  folded = fold(vals, red.dtype)
   return UOp(Ops.REDUCE, red.dtype, (folded, *keep), red.arg) if keep else folded
+
+def _loads_contiguous(x: UOp, r: UOp, inside: list[UOp] | None = None) -> bool:
+  """Does some load in x read consecutive elements along r (counting only loads that vary with a range of `inside`)?"""
+  for u in x.toposort():
+    if u.op is Ops.LOAD and u.src[0].op is Ops.INDEX and r in (top := u.src[0].src[1].toposort()) and \
+       (inside is None or any(k in top for k in inside)):
+      if (aff := affine(u.src[0].src[1], r)) is not None and aff[1] == 1: return True
+  return False
 
 def _max(a: UOp, b: UOp) -> UOp:
   if dtypes.is_float(a.dtype): return (b.ne(b)).where(b, a.maximum(b))
@@ -134,7 +158,7 @@ def expand_upcasts(ast: UOp, vector_dtypes: set[DType] | None = None) -> UOp:
   return graph_rewrite(ast, pm_expand, ctx=vector_dtypes, name="expand upcast/unroll")
 
 # *** the heuristic ***
-def hand_coded_optimizations(ast: UOp, has_local: bool = False, loops_only: bool = False) -> list[Opt]:
+def hand_coded_optimizations(ast: UOp, has_local: bool = False, loops_only: bool = False, width: int = 4) -> list[Opt]:
   """Register tiling. Reduce kernels upcast the last two output axes and unroll the last reduce axis (4x4 tiles, unroll
   4). On loop-only renderers (CPUs) big reduce kernels take 16x8 tiles without unroll: 128 accumulators fill the
   vector registers (measured on a 512x512 fp32 matmul: 21 -> 113 GFLOPS on one core), while small kernels keep
@@ -163,9 +187,13 @@ def hand_coded_optimizations(ast: UOp, has_local: bool = False, loops_only: bool
     tiles = ((16, 8, 4, 2), (8, 4, 2)) if big else ((4, 2), (2,)) if tiny else ((4, 3, 2), (4, 3, 2))
     for i, amts in zip(_tile_axes(ast, axes, out_axes), tiles): cur = first_fit(cur, OptOps.UPCAST, i, amts)
     if not big and not tiny and axes[red_axes[-1]] in (cur_axes := kernel_axes(cur)):
-      cur = first_fit(cur, OptOps.UNROLL, cur_axes.index(axes[red_axes[-1]]), (4, 2))
-  elif out_axes: cur = first_fit(cur, OptOps.UPCAST, out_axes[-1], (4, 2))
+      # one output axis (row sums, max, matvec): the reduce is the whole kernel, unroll it a vector wide
+      amts = _halvings(width) if len(out_axes) == 1 and width > 4 else (4, 2)
+      cur = first_fit(cur, OptOps.UNROLL, cur_axes.index(axes[red_axes[-1]]), amts)
+  elif out_axes: cur = first_fit(cur, OptOps.UPCAST, out_axes[-1], _halvings(max(width, 4)))
   return opts
+
+def _halvings(n: int) -> tuple[int, ...]: return tuple(n >> i for i in range(n.bit_length() - 1))  # 16 -> (16, 8, 4, 2)
 
 def _tile_axes(ast: UOp, axes: list[UOp], out_axes: list[int]) -> list[int]:
   """The two output axes to tile (the inner one, which gets the bigger tile, first). A tile's loads per step are, for each

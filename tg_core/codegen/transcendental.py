@@ -96,6 +96,14 @@ def _c(like: UOp, v: float | int) -> UOp: return UOp.const(like.dtype, v)
 def _where(cond: UOp, a: UOp | float | int, b: UOp | float | int, like: UOp) -> UOp:
   return cond.where(a if isinstance(a, UOp) else _c(like, a), b if isinstance(b, UOp) else _c(like, b))
 def _neg(x: UOp) -> UOp: return x * _c(x, -1)
+def _rint(x: UOp) -> UOp:
+  """round(x), ties to even, as int32, for |x| < 2^22 (float32) / 2^31 (float64): adding 1.5*2^mantissa leaves the integer in
+  the low mantissa bits, where a bitcast reads it. No float->int conversion: its saturating form has no vector instruction."""
+  f32 = x.dtype.scalar() == dtypes.float32
+  magic, it = (1.5 * 2.0 ** 23, dtypes.int32) if f32 else (1.5 * 2.0 ** 52, dtypes.int64)
+  bits = struct.unpack("<i", struct.pack("<f", magic))[0] if f32 else struct.unpack("<q", struct.pack("<d", magic))[0]
+  q = (x + _c(x, magic)).bitcast(_vec(it, x)) - UOp.const(_vec(it, x), bits)
+  return q if f32 else q.cast(_vec(dtypes.int32, x))
 def _poly(x: UOp, coeffs: list[float]) -> UOp:
   """Horner: coeffs[0]*x^n + ... + coeffs[n]."""
   acc = _c(x, coeffs[0])
@@ -120,7 +128,7 @@ def xexp2(d: UOp) -> UOp:
   upper, lower = (128.0, -150.0) if dt == dtypes.float32 else (1024.0, -1075.0)
   x = _where(d < lower, lower, d, d)
   x = _where(x < upper, x, upper, d)  # NaN and +-inf end up finite here; they are patched at the end
-  q = (x + _where(x < 0.0, -0.5, 0.5, d)).cast(_vec(dtypes.int32, d))  # round half away from zero
+  q = _rint(x)
   s = x - q.cast(d.dtype)
   u = _poly(s, _EXP2_F32 if dt == dtypes.float32 else _EXP2_F64)
   h = q // 2
@@ -176,7 +184,7 @@ _CW: dict[DType, tuple[int, float]] = {dtypes.float32: (12, 4096.0), dtypes.floa
 def _cody_waite(x: UOp) -> tuple[UOp, UOp]:
   """x >= 0 (below the switch) -> (r, q) with x = q*pi/2 + r."""
   bits, _ = _CW[x.dtype.scalar()]
-  q = (x * _c(x, float(1 / _pio2())) + 0.5).cast(_vec(dtypes.int32, x))
+  q = _rint(x * _c(x, float(1 / _pio2())))
   qf = q.cast(x.dtype)
   r = x
   for p in _pio2_parts(bits, 4): r = r - qf * _c(x, p)

@@ -17,7 +17,8 @@ class CantVectorize(Exception):
 
 # ops with a vector form in the program IR (the renderer lowers them lane-wise or with vector instructions)
 _VEC_OPS = {Ops.ADD, Ops.SUB, Ops.MUL, Ops.MAX, Ops.NEG, Ops.WHERE, Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ, Ops.AND, Ops.OR, Ops.XOR,
-            Ops.FDIV, Ops.IDIV, Ops.MOD, Ops.SHL, Ops.SHR, Ops.RECIPROCAL, Ops.SQRT, Ops.TRUNC, Ops.MULACC, Ops.CAST, Ops.BITCAST}
+            Ops.FDIV, Ops.IDIV, Ops.MOD, Ops.SHL, Ops.SHR, Ops.RECIPROCAL, Ops.SQRT, Ops.TRUNC, Ops.MULACC, Ops.CAST, Ops.BITCAST,
+            Ops.EXP2, Ops.LOG2, Ops.SIN}
 
 def _add_terms(u: UOp) -> list[UOp]:
   out, todo = [], [u]
@@ -61,7 +62,9 @@ class _Vectorizer:
   def vec(self, u: UOp) -> UOp:
     """u as an n-wide vector (a scalar that doesn't depend on the axis broadcasts)."""
     v = self.go(u)
-    return v if v.dtype.count == self.n else v.broadcast(self.n)
+    if v.dtype.count == self.n: return v
+    # a constant splats as a vector constant (renderers see the divisor of x // 2 as a constant: a shift, not a division)
+    return UOp.const(v.dtype.vec(self.n), v.arg) if v.op is Ops.CONST and not isinstance(v.arg, tuple) else v.broadcast(self.n)
 
   def check_dtype(self, dt: DType) -> None:
     if dt.scalar() not in self.dtypes_ok: raise CantVectorize(f"no vector form for {dt}")

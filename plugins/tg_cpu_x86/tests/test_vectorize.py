@@ -97,3 +97,21 @@ def test_affine(expr, stride):
 def test_affine_rejects_nonlinear():
   r = UOp.range(8, 1, AxisType.UPCAST)
   assert affine((r // 2) * 16 + r % 2, r) is None
+
+@pytest.mark.parametrize("fn", ["sum", "max"])
+def test_row_reduce_vector_accumulator(fn):
+  # reducing the contiguous axis: n partial results in a vector register, folded after the loop
+  x = rng.standard_normal((8, 64), dtype=np.float32)
+  x[2, 7] = np.nan
+  out, src = run(getattr(Tensor(x, device="CPU"), fn)(axis=1), [Opt(OptOps.UNROLL, 1, 16)])
+  np.testing.assert_allclose(out, getattr(x, fn)(axis=1), rtol=1e-5, atol=1e-5)
+  assert "<16 x float>" in src
+
+def test_host_vector_width_drives_elementwise_upcast():
+  from tg_cpu_x86.device import vector_width
+  ren = Device["CPU"].renderer
+  assert ren.vector_width == vector_width() in (4, 8, 16)
+  x = rng.standard_normal((4, 64), dtype=np.float32)
+  items, _ = create_schedule(UOp.sink((Tensor(x, device="CPU") * 2).uop))
+  from tg_core.codegen import choose_opts
+  assert [o.arg for o in choose_opts(items[0].ast, ren) if o.op is OptOps.UPCAST] == [ren.vector_width]

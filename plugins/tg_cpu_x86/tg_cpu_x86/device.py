@@ -4,14 +4,22 @@ import functools
 
 from tg_core.device import Compiled
 from tg_cpu_x86.allocator import CPUAllocator
-from tg_cpu_x86.compiler import LLVMCompiler
+from tg_cpu_x86.compiler import LLVMCompiler, host_target
 from tg_cpu_x86.renderer import LLVMRenderer
 from tg_cpu_x86.runtime import CPUProgram
 
 @functools.cache
 def _compiler() -> LLVMCompiler: return LLVMCompiler()
 
+@functools.cache
+def vector_width() -> int:
+  """float32 lanes per SIMD register of the host: 16 with AVX-512, 8 with AVX, else 4 (SSE)."""
+  feats = set(host_target()[2].split(","))
+  return 16 if "+avx512f" in feats else 8 if "+avx" in feats else 4
+
 class CPUDevice(Compiled):
   """CPU, CPU:1, ...: every instance is the same host; different instances are separate devices to the scheduler."""
   def __init__(self, device: str):
-    super().__init__(device, CPUAllocator(), [LLVMRenderer], _compiler(), CPUProgram)
+    ren = LLVMRenderer()
+    ren.vector_width = vector_width()
+    super().__init__(device, CPUAllocator(), [ren], _compiler(), CPUProgram)

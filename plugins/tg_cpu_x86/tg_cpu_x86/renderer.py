@@ -566,7 +566,7 @@ class _KernelWriter:
     is_mod = u.op is Ops.MOD
     b = u.src[1]
     name = ("urem" if is_mod else "udiv") if isu else ("srem" if is_mod else "sdiv")
-    bv = int(_scalar_lit(b.arg, dt)) if b.op is Ops.CONST and dt.count == 1 else None  # the constant as the wrapped value
+    bv = int(_scalar_lit(b.arg, dt)) if b.op is Ops.CONST and not isinstance(b.arg, tuple) else None  # the (splat) constant, wrapped
     if bv is not None and bv != 0 and (isu or bv != -1):
       return self.emit(f"{name} {t} {src[0]}, {src[1]}")
     bt = ltype(dtypes.bool.vec(dt.count) if dt.count > 1 else dtypes.bool)
@@ -587,7 +587,7 @@ class _KernelWriter:
     amt = self.cast(src[1], bdt, dt) if ltype(bdt) != t else src[1]
     kind = "shl" if u.op is Ops.SHL else ("lshr" if _is_unsigned(dt) else "ashr")
     b = u.src[1]
-    if b.op is Ops.CONST and dt.count == 1 and 0 <= b.arg < w: return self.emit(f"{kind} {t} {src[0]}, {lconst(b.arg, dt)}")
+    if b.op is Ops.CONST and not isinstance(b.arg, tuple) and 0 <= b.arg < w: return self.emit(f"{kind} {t} {src[0]}, {lconst(b.arg, dt)}")
     # an amount >= the width (unsigned compare) shifts everything out: 0, or the sign for an arithmetic right shift
     bt = ltype(dtypes.bool.vec(dt.count) if dt.count > 1 else dtypes.bool)
     oob = self.emit(f"icmp uge {t} {amt}, {lconst(w, dt)}")
