@@ -183,12 +183,14 @@ def hand_coded_optimizations(ast: UOp, has_local: bool = False, loops_only: bool
       except KernelOptError: continue
     return cur
   cur = ast
+  # one output axis (row/column sums, max, matvec) on a vector target: the axis the loads are contiguous in goes a vector wide
+  col_reduce = red_axes and len(out_axes) == 1 and width > 4 and not tiny and \
+    _loads_contiguous(ast, axes[out_axes[0]], [axes[i] for i in red_axes])
   if red_axes:
-    tiles = ((16, 8, 4, 2), (8, 4, 2)) if big else ((4, 2), (2,)) if tiny else ((4, 3, 2), (4, 3, 2))
+    tiles = ((16, 8, 4, 2), (8, 4, 2)) if big else ((4, 2), (2,)) if tiny else (_halvings(width),) if col_reduce else ((4, 3, 2), (4, 3, 2))
     for i, amts in zip(_tile_axes(ast, axes, out_axes), tiles): cur = first_fit(cur, OptOps.UPCAST, i, amts)
     if not big and not tiny and axes[red_axes[-1]] in (cur_axes := kernel_axes(cur)):
-      # one output axis (row sums, max, matvec): the reduce is the whole kernel, unroll it a vector wide
-      amts = _halvings(width) if len(out_axes) == 1 and width > 4 else (4, 2)
+      amts = _halvings(width) if len(out_axes) == 1 and width > 4 and not col_reduce else (4, 2)
       cur = first_fit(cur, OptOps.UNROLL, cur_axes.index(axes[red_axes[-1]]), amts)
   elif out_axes: cur = first_fit(cur, OptOps.UPCAST, out_axes[-1], _halvings(max(width, 4)))
   return opts

@@ -115,3 +115,16 @@ def test_host_vector_width_drives_elementwise_upcast():
   items, _ = create_schedule(UOp.sink((Tensor(x, device="CPU") * 2).uop))
   from tg_core.codegen import choose_opts
   assert [o.arg for o in choose_opts(items[0].ast, ren) if o.op is OptOps.UPCAST] == [ren.vector_width]
+
+@pytest.mark.parametrize("axis", [0, 1])
+def test_single_axis_reduce_vectorizes_the_contiguous_axis(axis):
+  # a column sum goes a vector wide over the columns (contiguous), a row sum over the reduced row
+  from tg_core.codegen import choose_opts
+  x = rng.standard_normal((1024, 1024), dtype=np.float32)  # 2^20 adds: not a "tiny" kernel
+  t = Tensor(x, device="CPU").sum(axis)
+  items, _ = create_schedule(UOp.sink(t.uop))
+  ren = Device["CPU"].renderer
+  opts = choose_opts(items[0].ast, ren)
+  wide = [o for o in opts if o.arg == ren.vector_width]
+  assert len(wide) == 1 and wide[0].op is (OptOps.UPCAST if axis == 0 else OptOps.UNROLL)
+  np.testing.assert_allclose(t.numpy(), x.sum(axis), rtol=1e-4, atol=1e-3)
