@@ -187,13 +187,29 @@ def hand_coded_optimizations(ast: UOp, has_local: bool = False, loops_only: bool
   col_reduce = red_axes and len(out_axes) == 1 and width > 4 and not tiny and \
     _loads_contiguous(ast, axes[out_axes[0]], [axes[i] for i in red_axes])
   if red_axes:
-    tiles = ((16, 8, 4, 2), (8, 4, 2)) if big else ((4, 2), (2,)) if tiny else (_halvings(width),) if col_reduce else ((4, 3, 2), (4, 3, 2))
+    # (a column reduce takes two vectors per step: each strided row visit reads two cache lines, half the page walks)
+    tiles = ((16, 8, 4, 2), (8, 4, 2)) if big else ((4, 2), (2,)) if tiny else (_halvings(min(2 * width, 32)),) if col_reduce else \
+      ((4, 3, 2), (4, 3, 2))
     for i, amts in zip(_tile_axes(ast, axes, out_axes), tiles): cur = first_fit(cur, OptOps.UPCAST, i, amts)
     if not big and not tiny and axes[red_axes[-1]] in (cur_axes := kernel_axes(cur)):
       amts = _halvings(width) if len(out_axes) == 1 and width > 4 and not col_reduce else (4, 2)
       cur = first_fit(cur, OptOps.UNROLL, cur_axes.index(axes[red_axes[-1]]), amts)
-  elif out_axes: cur = first_fit(cur, OptOps.UPCAST, out_axes[-1], _halvings(max(width, 4)))
+  elif out_axes:
+    cur = first_fit(cur, OptOps.UPCAST, out_axes[-1], _halvings(max(width, 4)))
+    # loads strided along the stores (a transpose): a few steps of an axis they are contiguous in share their cache lines
+    if loops_only and len(out_axes) > 1 and _loads_strided(ast, axes[out_axes[-1]]):
+      for a in reversed(out_axes[:-1]):
+        if _loads_contiguous(ast, axes[a]):
+          cur = first_fit(cur, OptOps.UPCAST, a, (4, 2))
+          break
   return opts
+
+def _loads_strided(x: UOp, r: UOp) -> bool:
+  """Does some load in x step through memory with a stride other than 0 or 1 along r?"""
+  for u in x.toposort():
+    if u.op is Ops.LOAD and u.src[0].op is Ops.INDEX and r in u.src[0].src[1].toposort():
+      if (aff := affine(u.src[0].src[1], r)) is None or aff[1] not in (0, 1): return True
+  return False
 
 def _halvings(n: int) -> tuple[int, ...]: return tuple(n >> i for i in range(n.bit_length() - 1))  # 16 -> (16, 8, 4, 2)
 
