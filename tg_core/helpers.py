@@ -21,6 +21,13 @@ def all_same(items: Sequence[Any]) -> bool: return all(x == items[0] for x in it
 def all_int(t: Sequence[Any]) -> bool: return all(isinstance(s, int) for s in t)
 def ceildiv(num: int, amt: int) -> int: return -(num // -amt)
 def round_up(num: int, amt: int) -> int: return ceildiv(num, amt) * amt
+def argfix(*x: Any) -> tuple:
+  """Shape-like arguments given either spread out, f(2, 3), or as one sequence, f((2, 3))."""
+  if x and isinstance(x[0], (tuple, list)):
+    if len(x) != 1: raise ValueError(f"bad arg {x}")
+    return tuple(x[0])
+  return tuple(x)
+
 def make_tuple(x: int | Sequence[int], cnt: int) -> tuple[int, ...]: return (x,) * cnt if isinstance(x, int) else tuple(x)
 def to_tuple(x: Any) -> tuple: return tuple(x) if isinstance(x, (list, tuple)) else (x,)
 def pluralize(st: str, cnt: int) -> str: return f"{cnt} {st}" + ("" if cnt == 1 else "s")

@@ -9,7 +9,7 @@ import numpy as np
 
 from tg_core.dtype import ConstType, DType, DTypeLike, _from_np_dtype, _to_np_dtype, _to_np_storage, dtypes, float_result_dtype, least_upper_dtype, \
   least_upper_float, strong_dtype, sum_acc_dtype, to_dtype
-from tg_core.helpers import SPEC, SPLIT_REDUCEOP, all_int, prod
+from tg_core.helpers import SPEC, SPLIT_REDUCEOP, all_int, argfix, prod
 from tg_core.uop import GroupOp, Ops
 from tg_core.uop.ops import UOp, identity_element, resolve, sint, smax
 
@@ -703,12 +703,6 @@ def _broadcast_shape(*shapes: tuple[sint, ...]) -> tuple[sint, ...]:
     if any(d != nz[0] for d in nz): raise BroadcastError(f"cannot broadcast shapes {shapes}: mismatch in dim sizes {dims}")
     out.append(nz[0] if nz else 1)
   return tuple(out)
-
-def argfix(*x: Any) -> tuple:
-  if x and isinstance(x[0], (tuple, list)):
-    if len(x) != 1: raise ValueError(f"bad arg {x}")
-    return tuple(x[0])
-  return tuple(x)
 
 def _replaced(old_sink: UOp, new_sink: UOp, u: UOp) -> UOp | None:
   for o, n in zip(old_sink.src, new_sink.src):

@@ -5,19 +5,13 @@ import itertools
 from typing import TYPE_CHECKING, Any, Sequence
 
 from tg_core.dtype import least_upper_dtype, strong_dtype
-from tg_core.helpers import argsort, make_tuple
+from tg_core.helpers import argfix, argsort, make_tuple
 
 if TYPE_CHECKING:
   from tg_core.tensor import Tensor
   from tg_core.uop.ops import sint
 
 def _ceildiv(a: int, b: int) -> int: return -(-a // b)
-
-def _argfix(*x: Any) -> tuple:
-  if x and isinstance(x[0], (tuple, list)):
-    if len(x) != 1: raise ValueError(f"bad arg {x}")
-    return tuple(x[0])
-  return tuple(x)
 
 def pad_mode(t: Tensor, pX: tuple[tuple[sint, sint], ...], mode: str) -> Tensor:
   """Pad `t` with grouped pads `pX` (one (before, after) per dim, negative pads crop) in mode reflect, replicate or circular."""
@@ -55,13 +49,13 @@ class MovementMixin:
   # *** helpers ***
   def pad_to(self: Any, shape: Any, *args: Any) -> Tensor:
     """Pad each dim at its end up to `shape` (None keeps the dim). `Tensor.ones(2).pad_to(4)` -> [1, 1, 0, 0]."""
-    new_shape = _argfix(shape, *args)
+    new_shape = argfix(shape, *args)
     if len(new_shape) != self.ndim: raise ValueError(f"dim mismatch, cannot pad {self.shape} to {new_shape}")
     return self.pad(tuple(None if ns is None else (0, ns - s) for s, ns in zip(self.shape, new_shape)))
 
   def shrink_to(self: Any, shape: Any, *args: Any) -> Tensor:
     """Keep the first `shape[i]` elements of each dim (None keeps the dim)."""
-    new_shape = _argfix(shape, *args)
+    new_shape = argfix(shape, *args)
     if len(new_shape) != self.ndim: raise ValueError(f"dim mismatch, cannot shrink {self.shape} to {new_shape}")
     return self.shrink(tuple(None if ns is None else (0, ns) for ns in new_shape))
 
@@ -135,7 +129,7 @@ class MovementMixin:
   # *** repeating ***
   def repeat(self: Any, repeats: Any, *args: Any) -> Tensor:
     """Tile the tensor `repeats[i]` times along each dim (leading repeats add dims). `Tensor([1, 2]).repeat(2, 2)`."""
-    reps = _argfix(repeats, *args)
+    reps = argfix(repeats, *args)
     if len(reps) < self.ndim: raise RuntimeError("Number of dimensions of repeat dims can not be smaller than number of dimensions of tensor")
     if any(r < 0 for r in reps): raise RuntimeError(f"Trying to create tensor with negative dimension: {reps}")
     base = (1,) * (len(reps) - self.ndim) + tuple(self.shape)

@@ -21,7 +21,7 @@ def _T() -> type[Tensor]:
   return Tensor
 
 def _shape_arg(*shape: Any) -> tuple[int, ...]:
-  from tg_core.tensor import argfix
+  from tg_core.helpers import argfix
   return tuple(argfix(*shape))
 
 _UINT_OF_SIZE = {1: dtypes.uint8, 2: dtypes.uint16, 4: dtypes.uint32, 8: dtypes.uint64}

@@ -6,14 +6,11 @@ import math
 import weakref
 from dataclasses import dataclass
 from enum import Enum
-from typing import TYPE_CHECKING, Any, Callable, Sequence, Union
+from typing import Any, Callable, Sequence, Union
 
 from tg_core.dtype import AddrSpace, ConstType, DType, dtypes, least_upper_dtype, strong_dtype, truncate_int
 from tg_core.helpers import all_int, prod
 from tg_core.uop import GroupOp, Ops
-
-if TYPE_CHECKING:
-  pass
 
 sint = Union[int, "UOp"]   # a size that may be symbolic
 PyConst = Union[float, int, bool]
