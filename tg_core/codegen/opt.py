@@ -15,7 +15,7 @@ from tg_core.uop import Ops
 from tg_core.uop.ops import AxisType, KernelInfo, UOp
 from tg_core.uop.pattern import PatternMatcher, UPat
 from tg_core.uop.rewrite import graph_rewrite
-from tg_core.codegen.vectorize import CantVectorize, affine, store_stride, vectorize
+from tg_core.codegen.vectorize import CantVectorize, access_strides, store_stride, vectorize
 
 class OptOps(Enum):
   UPCAST = auto(); UNROLL = auto(); LOCAL = auto(); NOLOCALS = auto()  # noqa: E702
@@ -104,25 +104,20 @@ def _expand_reduce(ctx: set[DType] | None, red: UOp) -> UOp | None:
       if not _loads_contiguous(inner, r): continue
       try: v = vectorize(inner, r, _range_size(r), ctx)
       except CantVectorize: continue
-      vals = [v]
-      for r2 in unrolls:
-        if r2 is not r: vals = [x.substitute({r2: UOp.const(r2.dtype, k)}) for x in vals for k in range(_range_size(r2))]
-      vred = UOp(Ops.REDUCE, v.dtype, (fold(vals, v.dtype), *keep), op)
+      vred = UOp(Ops.REDUCE, v.dtype, (fold(_copies(v, [u for u in unrolls if u is not r]), v.dtype), *keep), op)
       return fold([vred.gep(k) for k in range(v.dtype.count)], red.dtype)
-  vals = [inner]
-  for r in unrolls:
-    n = _range_size(r)
-    vals = [v.substitute({r: UOp.const(r.dtype, k)}) for v in vals for k in range(n)]
-  folded = fold(vals, red.dtype)
+  folded = fold(_copies(inner, unrolls), red.dtype)
   return UOp(Ops.REDUCE, red.dtype, (folded, *keep), red.arg) if keep else folded
 
 def _loads_contiguous(x: UOp, r: UOp, inside: list[UOp] | None = None) -> bool:
   """Does some load in x read consecutive elements along r (counting only loads that vary with a range of `inside`)?"""
-  for u in x.toposort():
-    if u.op is Ops.LOAD and u.src[0].op is Ops.INDEX and r in (top := u.src[0].src[1].toposort()) and \
-       (inside is None or any(k in top for k in inside)):
-      if (aff := affine(u.src[0].src[1], r)) is not None and aff[1] == 1: return True
-  return False
+  return 1 in access_strides(x, r, Ops.LOAD, inside)
+
+def _copies(x: UOp, rngs: list[UOp]) -> list[UOp]:
+  """x once for every value of the ranges (the last range varying fastest)."""
+  out = [x]
+  for r in rngs: out = [y.substitute({r: UOp.const(r.dtype, k)}) for y in out for k in range(_range_size(r))]
+  return out
 
 def _max(a: UOp, b: UOp) -> UOp:
   if dtypes.is_float(a.dtype): return (b.ne(b)).where(b, a.maximum(b))
@@ -139,10 +134,7 @@ def _expand_end(ctx: set[DType] | None, e: UOp) -> UOp | None:
       except CantVectorize: continue
       ups = [u for u in ups if u is not r]
       break
-  bodies = [body]
-  for r in ups:
-    n = _range_size(r)
-    bodies = [b.substitute({r: UOp.const(r.dtype, k)}) for b in bodies for k in range(n)]
+  bodies = _copies(body, ups)
   rest = [s for s in e.src[1:] if s not in all_ups]
   grp = UOp(Ops.GROUP, dtypes.void, tuple(bodies)) if len(bodies) > 1 else bodies[0]
   return UOp(Ops.END, dtypes.void, (grp, *rest)) if rest else grp
@@ -206,10 +198,7 @@ def hand_coded_optimizations(ast: UOp, has_local: bool = False, loops_only: bool
 
 def _loads_strided(x: UOp, r: UOp) -> bool:
   """Does some load in x step through memory with a stride other than 0 or 1 along r?"""
-  for u in x.toposort():
-    if u.op is Ops.LOAD and u.src[0].op is Ops.INDEX and r in u.src[0].src[1].toposort():
-      if (aff := affine(u.src[0].src[1], r)) is None or aff[1] not in (0, 1): return True
-  return False
+  return any(st not in (0, 1) for st in access_strides(x, r, Ops.LOAD))
 
 def _halvings(n: int) -> tuple[int, ...]: return tuple(n >> i for i in range(n.bit_length() - 1))  # 16 -> (16, 8, 4, 2)
 

@@ -135,15 +135,21 @@ def vectorize(body: UOp, rng: UOp, n: int, dtypes_ok: set[DType]) -> UOp:
   """`body` (an END's body) computed for all n values of `rng` at once. Raises CantVectorize."""
   return _Vectorizer(body, rng, n, dtypes_ok).go(body)
 
-def store_stride(body: UOp, rng: UOp) -> int | None:
-  """The stride of `rng` in the index of the body's global stores, if they all agree (None: not affine or no store)."""
-  strides = set()
-  for u in body.toposort():
-    if u.op is Ops.STORE and u.src[0].op is Ops.INDEX and u.src[0].src[0].op is Ops.PARAM and u.src[0].src[0].arg.addrspace is AddrSpace.GLOBAL:
-      idx = u.src[0].src[1]
-      if rng not in idx.toposort(): strides.add(0)
-      elif (aff := affine(idx, rng)) is None: return None
-      else: strides.add(aff[1])
-  return strides.pop() if len(strides) == 1 else None
+def access_strides(x: UOp, rng: UOp, op: Ops, inside: list[UOp] | None = None) -> list[int | None]:
+  """The stride along `rng` of the index of each `op` (LOAD or STORE) in x: 0 where it doesn't depend on rng, None where
+  it isn't affine in it. With `inside`, only the accesses whose index varies with one of those ranges."""
+  out: list[int | None] = []
+  for u in x.toposort():
+    if u.op is not op or u.src[0].op is not Ops.INDEX: continue
+    idx = u.src[0].src[1]
+    top = idx.toposort()
+    if inside is not None and not any(k in top for k in inside): continue
+    out.append(0 if rng not in top else aff[1] if (aff := affine(idx, rng)) is not None else None)
+  return out
 
-__all__ = ["CantVectorize", "vectorize", "affine", "store_stride"]
+def store_stride(body: UOp, rng: UOp) -> int | None:
+  """The stride of `rng` in the index of the body's stores, if they all agree (None: not affine or no store)."""
+  strides = set(access_strides(body, rng, Ops.STORE))
+  return strides.pop() if len(strides) == 1 and None not in strides else None
+
+__all__ = ["CantVectorize", "vectorize", "affine", "access_strides", "store_stride"]
