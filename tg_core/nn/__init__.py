@@ -121,17 +121,12 @@ class GroupNorm:
     if self.weight is None or self.bias is None: return x
     return x * self.weight.reshape(_channel_shape(x)) + self.bias.reshape(_channel_shape(x))
 
-class InstanceNorm:
-  """Normalize each channel of each sample over its spatial dims, then an optional per-channel affine."""
+class InstanceNorm(GroupNorm):
+  """Normalize each channel of each sample over its spatial dims, then an optional per-channel affine: a GroupNorm with
+  one group per channel."""
   def __init__(self, num_features: int, eps: float = 1e-5, affine: bool = True):
-    self.num_features, self.eps = num_features, eps
-    self.weight: Tensor | None = _own(Tensor.ones(num_features)) if affine else None
-    self.bias: Tensor | None = _own(Tensor.zeros(num_features)) if affine else None
-
-  def __call__(self, x: Tensor) -> Tensor:
-    x = x.reshape(x.shape[0], self.num_features, -1).layernorm(eps=self.eps).reshape(x.shape)  # type: ignore[attr-defined]
-    if self.weight is None or self.bias is None: return x
-    return x * self.weight.reshape(_channel_shape(x)) + self.bias.reshape(_channel_shape(x))
+    super().__init__(num_features, num_features, eps, affine)
+    self.num_features = num_features
 
 class LayerNorm:
   """Normalize over the last len(normalized_shape) dims, then an optional elementwise affine."""
