@@ -101,3 +101,18 @@ def test_conv_heuristic_tiles_cout_and_width():
   from tg_core.uop.rewrite import graph_rewrite
   opts = hand_coded_optimizations(graph_rewrite(items[-1].ast, symbolic))  # as choose_opts sees it: index math simplified
   assert {o.axis for o in opts if o.op is OptOps.UPCAST} == {1, 3}
+
+def test_beam_search_times_candidates_and_caches(monkeypatch, tmp_path):
+  # BEAM times real candidates on the device, picks one that is among them, and a second search of the kernel is a cache hit
+  from tg_core.engine import search
+  monkeypatch.setenv("TG_CACHE_DIR", str(tmp_path))
+  items, _ = create_schedule(UOp.sink((Tensor(A) @ Tensor(B)).uop))
+  ast, device = items[0].ast, items[0].bufs[0].arg.device
+  timed: list = []
+  real = search._time_program
+  monkeypatch.setattr(search, "_time_program", lambda *a, **k: timed.append(a[2]) or real(*a, **k))
+  picked = search.beam_search(ast, device, 1)
+  assert timed and picked in timed
+  n = len(timed)
+  assert search.beam_search(ast, device, 1) == picked and len(timed) == n
+  np.testing.assert_allclose(run_with_opts(Tensor(A) @ Tensor(B), picked), A @ B, rtol=1e-5, atol=1e-5)

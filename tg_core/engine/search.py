@@ -4,24 +4,21 @@ import time
 
 import numpy as np
 
-from tg_core.codegen import get_program
 from tg_core.codegen.opt import Opt, beam_candidates
-from tg_core.device import Buffer, Device, diskcache_get, diskcache_put
+from tg_core.device import Buffer, diskcache_get, diskcache_put
 from tg_core.dtype import AddrSpace, _to_np_storage
 from tg_core.helpers import DEBUG, IGNORE_BEAM_CACHE, tqdm_iter
 from tg_core.uop import Ops
 from tg_core.uop.ops import UOp
 
 def _time_program(device: str, ast: UOp, opts: list[Opt], bufs: list[Buffer], var_vals: dict[str, int], runs: int = 3) -> float:
-  dev = Device[device]
-  p = get_program(ast, dev.renderer, opts)
-  prg = dev.runtime(device, p.name, dev.compiler.compile_cached(p.src))
-  vals = tuple(var_vals.get(v.arg.name, v.arg.vmin_vmax[0] if v.arg.vmin_vmax else 0) for v in p.vars)
-  gs = tuple(p.global_size) + (1,) * (3 - len(p.global_size)) if len(p.global_size) <= 3 else tuple(p.global_size)
+  from tg_core.engine.realize import CompiledRunner
+  r = CompiledRunner(device, ast, opts)
+  vals = {v.arg.name: var_vals.get(v.arg.name, v.arg.vmin_vmax[0] if v.arg.vmin_vmax else 0) for v in r.p.vars}
   best = float("inf")
   for _ in range(runs):
     st = time.perf_counter()
-    t = prg(*[b._buf for b in bufs], global_size=gs, local_size=tuple(p.local_size or (1, 1, 1)), vals=vals, wait=True)
+    t = r(bufs, vals, wait=True)
     best = min(best, t if t is not None else time.perf_counter() - st)
   return best
 
