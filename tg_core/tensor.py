@@ -156,8 +156,9 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, RandomMixin,
       # the realized tensors now hold their buffers. Other tensors with an identical (hash-consed) graph keep it: giving
       # them the same buffer would alias them, and a later assign to one would change the other. An assign (AFTER) is
       # unique to its target buffer, so every tensor holding it moves to the buffer.
-      for t in (self, *lst, *list(after_holders.values())):
-        if (nu := becomes.get(t.uop)) is not None and (t.uop.op is Ops.AFTER or any(t is x for x in (self, *lst))): t.uop = nu
+      for t in (self, *lst): t.uop = becomes.get(t.uop, t.uop)
+      for t in list(after_holders.values()):
+        if t.uop.op is Ops.AFTER and (nu := becomes.get(t.uop)) is not None: t.uop = nu
     return items, {}
   def schedule(self, *lst: Tensor) -> list:
     """The kernels that realize these tensors, in order. The tensors now refer to their (not yet filled) buffers: run the
