@@ -48,7 +48,7 @@ def choose_opts(ast: UOp, ren: Renderer) -> list[Opt]:
   renderer opts out, as the PYTHON reference does). BEAM search happens in the engine, which can time candidates."""
   if ast.arg is not None and ast.arg.opts_to_apply is not None: return list(ast.arg.opts_to_apply)
   if NOOPT or not getattr(ren, "default_opts", True): return []
-  return hand_coded_optimizations(ast, ren.has_local, loops_only=ren.global_max is None, width=getattr(ren, "vector_width", 4))
+  return hand_coded_optimizations(ast, ren.has_local, loops_only=ren.global_max is None, width=ren.vector_width)
 
 def _native_reduce_filter(sink: UOp, ren: Renderer):  # type: ignore[no-untyped-def]
   """For renderers that reduce whole axes at once (`vectorized_reduce_limit`: the most elements one REDUCE may span,
@@ -66,7 +66,7 @@ def _native_reduce_filter(sink: UOp, ren: Renderer):  # type: ignore[no-untyped-
 
 def full_rewrite_to_sink(ast: UOp, ren: Renderer, opts: list[Opt] | None = None) -> UOp:
   sink = graph_rewrite(graph_rewrite(ast, _symbolic(), name="simplify kernel"), pm_index_given_valid, name="index given valid")
-  vector_dtypes = (set(ren.supported_dtypes()) - emulated_dtypes(ren)) | {dtypes.weakint} if getattr(ren, "vector_upcast", False) else None
+  vector_dtypes = (set(ren.supported_dtypes()) - emulated_dtypes(ren)) | {dtypes.weakint} if ren.vector_upcast else None
   sink = expand_upcasts(apply_opts(sink, choose_opts(sink, ren) if opts is None else opts), vector_dtypes)
   sink = add_gpudims(sink, ren.global_max)
   sink = merge_ends(graph_rewrite(sink, pm_lower_reduce, ctx=ReduceContext(_native_reduce_filter(sink, ren)), name="lower reduce"))

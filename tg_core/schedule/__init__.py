@@ -108,10 +108,10 @@ def fix_write_hazards(sink: UOp, topo: list[UOp]) -> UOp:
           if u.op is Ops.AFTER and len(u.src) >= 2 and u.src[1].op is Ops.STORE and u.src[0].base in snaps}
   return sink.substitute(adds, walk=False) if adds else sink
 
-def create_schedule(sink: UOp) -> tuple[list[ScheduleItem], dict[UOp, UOp]]:
-  """Schedule the tensors in `sink`. Returns the items in execution order and a map from every realized tensor node
-  to the view of the buffer that now holds it."""
-  orig, topo = sink, list(sink.toposort())
+def create_schedule(sink: UOp, topo: list[UOp] | None = None) -> tuple[list[ScheduleItem], dict[UOp, UOp]]:
+  """Schedule the tensors in `sink` (`topo`: sink.toposort(), if the caller has it). Returns the items in execution order
+  and a map from every realized tensor node to the view of the buffer that now holds it."""
+  orig, topo = sink, topo if topo is not None else list(sink.toposort())
   if (sink := fix_write_hazards(sink, topo)) is not orig: topo = list(sink.toposort())
   realizes = get_realizes(sink, topo)
   realized: dict[UOp, UOp] = {}

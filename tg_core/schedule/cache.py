@@ -91,7 +91,7 @@ def create_schedule_cached(sink: UOp, topo: list[UOp] | None = None) -> tuple[li
     _cache.move_to_end(key)
     stats["hits"] += 1
     return _instantiate(t, topo, inputs)
-  items, becomes = create_schedule(sink)
+  items, becomes = create_schedule(sink, topo)
   if (t := _make_template(topo, inputs, items, becomes)) is None:
     stats["uncacheable"] += 1
     return items, becomes
