@@ -11,7 +11,7 @@ import os
 import queue
 import threading
 import time
-from typing import Any
+from typing import Any, Callable
 
 import llvmlite.binding as llvm
 
@@ -61,6 +61,15 @@ class _Workers:
       try: fn(*args)
       except BaseException as e: errs.append(e)
       finally: done.set()
+  def run(self, fn: Callable, argss: list[tuple], here: tuple) -> None:
+    """fn(*args) for each of argss on the workers and fn(*here) on the calling thread; returns when all are done."""
+    errs: list[BaseException] = []
+    done = [threading.Event() for _ in argss]
+    for args, ev in zip(argss, done): self.q.put((fn, args, ev, errs))
+    try: fn(*here)
+    finally:
+      for ev in done: ev.wait()  # the buffers stay in use until every chunk is done
+    if errs: raise errs[0]
 
 _pool_lock = threading.Lock()
 _pool: _Workers | None = None
@@ -111,11 +120,6 @@ class CPUProgram:
     n = self._threads(addrs, vals_arr, tuple(vals))
     if n == 1: self.fxn(addrs, vals_arr, 0, 1)
     else:
-      errs: list[BaseException] = []
-      done = [threading.Event() for _ in range(1, n)]
-      q = _get_pool(n - 1).q
-      for i, ev in zip(range(1, n), done): q.put((self.fxn, (addrs, vals_arr, i, n), ev, errs))
-      self.fxn(addrs, vals_arr, 0, n)
-      for ev in done: ev.wait()
-      if errs: raise errs[0]
+      # chunks 1..n-1 on the workers, chunk 0 on this thread
+      _get_pool(n - 1).run(self.fxn, [(addrs, vals_arr, i, n) for i in range(1, n)], here=(addrs, vals_arr, 0, n))
     return time.perf_counter() - st if wait else None
