@@ -40,9 +40,7 @@ _FMT: dict[DType, tuple[int, int, int, int, int]] = {dtypes.float16: (5, 10, 15,
 ROUNDING_OPS = {Ops.ADD, Ops.SUB, Ops.MUL, Ops.FDIV, Ops.MULACC, Ops.POW, Ops.RECIPROCAL, Ops.SQRT, Ops.EXP2, Ops.LOG2, Ops.SIN}
 _VALUE_OPS = (GroupOp.ALU - GroupOp.Comparison) | {Ops.GEP, Ops.STACK}
 
-def _v(dt: DType, like: UOp | DType) -> DType:
-  cnt = like.count if isinstance(like, DType) else like.dtype.count
-  return dt.vec(cnt) if cnt > 1 else dt
+def _v(dt: DType, like: UOp | DType) -> DType: return dt.vec(like.count if isinstance(like, DType) else like.dtype.count)
 def _c(like: UOp, v: float | int) -> UOp: return UOp.const(like.dtype, v)
 
 # *** bit conversions (pure ALU) ***

@@ -91,7 +91,7 @@ def _two_over_ln2(dt: DType) -> tuple[float, float]:
 _FMT: dict[DType, tuple[DType, DType, int, int]] = {dtypes.float32: (dtypes.uint32, dtypes.int32, 23, 127),
                                                      dtypes.float64: (dtypes.uint64, dtypes.int64, 52, 1023)}
 
-def _vec(dt: DType, like: UOp) -> DType: return dt.vec(like.dtype.count) if like.dtype.count > 1 else dt
+def _vec(dt: DType, like: UOp) -> DType: return dt.vec(like.dtype.count)  # a count of 1 gives dt
 def _c(like: UOp, v: float | int) -> UOp: return UOp.const(like.dtype, v)
 def _where(cond: UOp, a: UOp | float | int, b: UOp | float | int, like: UOp) -> UOp:
   return cond.where(a if isinstance(a, UOp) else _c(like, a), b if isinstance(b, UOp) else _c(like, b))

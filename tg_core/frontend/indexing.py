@@ -14,12 +14,12 @@ import numpy as np
 
 from tg_core.dtype import DType, dtypes
 
+from tg_core.frontend import tensor_class
+
 if TYPE_CHECKING:
   from tg_core.tensor import Tensor
 
-def _T() -> Any:
-  from tg_core.tensor import Tensor
-  return Tensor
+_T = tensor_class
 
 def _broadcast_index_shapes(*shapes: tuple[int, ...]) -> tuple[int, ...]:
   n = max(len(s) for s in shapes)

@@ -5,13 +5,11 @@ import itertools
 from typing import TYPE_CHECKING, Any, Sequence
 
 from tg_core.dtype import least_upper_dtype, strong_dtype
-from tg_core.helpers import argfix, argsort, make_tuple
+from tg_core.helpers import argfix, argsort, ceildiv, make_tuple
 
 if TYPE_CHECKING:
   from tg_core.tensor import Tensor
   from tg_core.uop.ops import sint
-
-def _ceildiv(a: int, b: int) -> int: return -(-a // b)
 
 def pad_mode(t: Tensor, pX: tuple[tuple[sint, sint], ...], mode: str) -> Tensor:
   """Pad `t` with grouped pads `pX` (one (before, after) per dim, negative pads crop) in mode reflect, replicate or circular."""
@@ -112,7 +110,7 @@ class MovementMixin:
     dim = self._resolve_dim(dim)
     dim_sz = self.shape[dim]
     if not isinstance(dim_sz, int): raise ValueError(f"does not support symbolic shape in split dimension {dim}: {self.shape}")
-    return list(self.split(_ceildiv(dim_sz, chunks) if dim_sz else [0] * chunks, dim=dim))
+    return list(self.split(ceildiv(dim_sz, chunks) if dim_sz else [0] * chunks, dim=dim))
 
   def meshgrid(self: Any, *args: Tensor, indexing: str = "ij") -> tuple[Tensor, ...]:
     """Coordinate grids from 0-D/1-D tensors. `x.meshgrid(y, indexing="xy")`."""
@@ -226,9 +224,9 @@ class MovementMixin:
       w = x.shrink(tuple(None for _ in keep) + ((0, 0),)).reshape(*keep, nw, size)
     else:
       # windows from movement ops only: repeat the dim, reshape so that row k holds x[k:], then take every step-th column
-      f = max(1, _ceildiv(nw * step - 1, n))
+      f = max(1, ceildiv(nw * step - 1, n))
       row = n * f + 1
-      w = x.repeat(*[1] * len(keep), _ceildiv(size * row, n)).shrink(tuple(None for _ in keep) + ((0, size * row),)).reshape(*keep, size, row)
+      w = x.repeat(*[1] * len(keep), ceildiv(size * row, n)).shrink(tuple(None for _ in keep) + ((0, size * row),)).reshape(*keep, size, row)
       w = w.shrink(tuple(None for _ in keep) + (None, (0, nw * step))).reshape(*keep, size, nw, step)
       w = w.shrink(tuple(None for _ in keep) + (None, None, (0, 1))).reshape(*keep, size, nw)
       w = w.permute(*range(len(keep)), len(keep) + 1, len(keep))

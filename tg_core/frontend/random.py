@@ -13,12 +13,12 @@ from tg_core.dtype import DTypeLike, dtypes, least_upper_dtype, to_dtype
 from tg_core.helpers import all_int, getenv, prod
 from tg_core.uop import Ops
 
+from tg_core.frontend import tensor_class
+
 if TYPE_CHECKING:
   from tg_core.tensor import Tensor
 
-def _T() -> type[Tensor]:
-  from tg_core.tensor import Tensor
-  return Tensor
+_T = tensor_class
 
 def _shape_arg(*shape: Any) -> tuple[int, ...]:
   from tg_core.helpers import argfix
