@@ -33,7 +33,7 @@ def site_packages(py: pathlib.Path) -> pathlib.Path:
   return pathlib.Path(subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                                      check=True, capture_output=True, text=True).stdout.strip())
 
-def plugin_copy(dest: pathlib.Path, dist: str, package: str, device: str = "TEMPLATE", api: tuple[int, int] = (1, 0),
+def plugin_copy(dest: pathlib.Path, dist: str, package: str, device: str = "TEMPLATE", api: tuple[int, int] = (1, 1),
                 manifest_extra: str = "", device_extra: str = "", ep_name: str | None = None) -> pathlib.Path:
   """A copy of the template plugin renamed to `dist`/`package`, with the given API and optional code injected."""
   if dest.exists(): shutil.rmtree(dest)
@@ -43,7 +43,7 @@ def plugin_copy(dest: pathlib.Path, dist: str, package: str, device: str = "TEMP
   pp = pp.replace('template = "', f'{ep_name or package} = "')
   (dest / "pyproject.toml").write_text(pp)
   man = (dest / package / "plugin.py").read_text().replace("tg_template", package).replace('"TEMPLATE"', f'"{device}"')
-  man = man.replace("tg_api = (1, 0)", f"tg_api = {api!r}") + manifest_extra
+  man = man.replace("tg_api = (1, 1)", f"tg_api = {api!r}") + manifest_extra
   (dest / package / "plugin.py").write_text(man)
   dev = (dest / package / "device.py").read_text().replace('"TEMPLATE"', f'"{device}"') + device_extra
   (dest / package / "device.py").write_text(dev)

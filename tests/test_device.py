@@ -11,7 +11,7 @@ import sys
 import numpy as np
 import pytest
 
-from tg_core.device import (Allocator, Buffer, BufferSpec, Compiled, Compiler, Device, DeviceAlreadyRegisteredError, DeviceNotFoundError,
+from tg_core.device import (Allocator, Buffer, BufferSpec, Compiled, Compiler, Device, DeviceAlreadyRegisteredError, DeviceNotFoundError, RendererNotFoundError,
                             DeviceUnavailableError, LRUAllocator, Renderer, canonicalize, parse_dev)
 from tg_core.dtype import _to_np_storage, dtypes
 from tg_core.helpers import Context, GlobalCounters
@@ -265,7 +265,7 @@ def test_null_device():
   prg = dev.runtime(dev, "k", b"")
   assert prg(b._buf, global_size=(4, 1, 1), wait=True) == 0.0 and prg() is None
   assert "3 uops" in dev.renderer.render([1, 2, 3])
-  assert dtypes.bfloat16 in dev.renderer.supported_dtypes()
+  assert dtypes.bfloat16 in dev.renderer.caps.native_dtypes
 
 # *** DISK ***
 
@@ -406,7 +406,7 @@ def test_dev_selects_renderer():
       dev = Device["TESTREN:1"]
       assert isinstance(dev.renderer, BetaRenderer) and dev.compiler is BetaRenderer.compiler
     with Context(DEV="TESTREN:GAMMA"):
-      with pytest.raises(DeviceUnavailableError, match="no renderer 'GAMMA'"): Device["TESTREN:2"]
+      with pytest.raises(RendererNotFoundError, match="no renderer 'GAMMA'; it has ALPHA, BETA"): Device["TESTREN:2"]
   finally: Device.unregister("TESTREN")
 
 def test_default_auto_selection_by_priority_and_probe():

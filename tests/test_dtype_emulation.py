@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from tg_core.codegen.dtype_emulation import EMULATABLE, emulated_dtypes, parse_emulated
+from tg_core.device import Renderer, RendererCaps
 from tg_core.dtype import DType, dtypes
 from tg_core.engine.realize import _runner_cache
 from tg_core.helpers import Context
@@ -195,7 +196,7 @@ def test_parse_and_renderer_gating() -> None:
   assert parse_emulated(" bfloat16, float16 ") == {dtypes.bfloat16, dtypes.float16}
   assert parse_emulated("") == frozenset()
   with pytest.raises(ValueError): parse_emulated("int64")
-  class NoHalves:
-    def supported_dtypes(self) -> set[DType]: return {dtypes.float32, dtypes.int32, dtypes.uint16, dtypes.uint8, dtypes.fp8e4m3}
+  class NoHalves(Renderer):
+    caps = RendererCaps(native_dtypes=frozenset({dtypes.float32, dtypes.int32, dtypes.uint16, dtypes.uint8, dtypes.fp8e4m3}))
   with Context(EMULATED_DTYPES=""): assert emulated_dtypes(NoHalves()) == {dtypes.float16, dtypes.bfloat16, dtypes.fp8e5m2}
   with Context(EMULATED_DTYPES="fp8e4m3"): assert emulated_dtypes(NoHalves()) == set(EMULATABLE)

@@ -87,9 +87,10 @@ LOCAL_CASES = [[Opt(OptOps.LOCAL, 0, 4)], [Opt(OptOps.LOCAL, 1, 2), Opt(OptOps.U
 @pytest.mark.parametrize("opts", LOCAL_CASES,
                          ids=str)
 def test_local_opts_match_numpy(opts: list[Opt]):
-  # LOCAL splits an output axis into a workgroup dimension (lidx); results don't change
-  np.testing.assert_allclose(run_with_opts(Tensor(A) @ Tensor(B), opts), A @ B, rtol=1e-5, atol=1e-5)
-  items, _ = create_schedule(UOp.sink((Tensor(A) @ Tensor(B)).uop))
+  # LOCAL splits an output axis into a workgroup dimension (lidx); results don't change. On PYTHON, which declares
+  # workgroups (caps.has_local); a renderer without them refuses LOCAL (tests/test_renderer_contract.py)
+  np.testing.assert_allclose(run_with_opts(Tensor(A, device="PYTHON") @ Tensor(B, device="PYTHON"), opts), A @ B, rtol=1e-5, atol=1e-5)
+  items, _ = create_schedule(UOp.sink((Tensor(A, device="PYTHON") @ Tensor(B, device="PYTHON")).uop))
   p = get_program(items[0].ast, Device["PYTHON"].renderer, opts)
   assert p.local_size is not None and p.local_size[0] == opts[0].arg
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from tg_core.device import Renderer, RendererCaps
 from tg_core.codegen.transcendental import APPROXIMATED_OPS, pm_transcendental, transcendental_ops, two_over_pi_words
 from tg_core.dtype import dtypes
 from tg_core.engine.realize import _runner_cache
@@ -159,8 +160,12 @@ def test_runner_cache_keys_on_context() -> None:
   assert len(_runner_cache) == 2
   np.testing.assert_allclose(a, b, rtol=1e-6)
 
-class _FakeRenderer:
-  def __init__(self, native: set[Ops] | None): self.native_transcendentals = native
+def _FakeRenderer(native: set[Ops] | None) -> Renderer | None:
+  """A renderer declaring `native` transcendentals; None stands for no renderer at all (nothing approximated)."""
+  if native is None: return None
+  ren = Renderer()
+  ren.caps = RendererCaps(native_transcendentals=frozenset(native))
+  return ren
 
 def test_ops_from_renderer() -> None:
   with Context(TRANSCENDENTAL=1):

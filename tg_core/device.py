@@ -18,7 +18,7 @@ import sqlite3
 import sys
 import threading
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar, Generic, Protocol, Sequence, TypeVar
 
 import numpy as np
@@ -26,10 +26,12 @@ import numpy as np
 from tg_core.dtype import DType, _to_np_storage, dtypes
 from tg_core.helpers import CACHELEVEL, DEBUG, DEV, LRU, GlobalCounters
 from tg_core.uop import Ops
+from tg_core.uop.pattern import PatternMatcher
 
-__all__ = ["BufferSpec", "Allocator", "LRUAllocator", "Buffer", "Renderer", "Compiler", "Program", "Compiled", "Device", "DevTarget",
-           "DeviceError", "DeviceNotFoundError", "DeviceUnavailableError", "DeviceAlreadyRegisteredError", "canonicalize", "parse_dev",
-           "cache_dir", "diskcache_get", "diskcache_put", "flat_mv"]
+__all__ = ["BufferSpec", "Allocator", "LRUAllocator", "Buffer", "Renderer", "RendererCaps", "TensorCore", "RENDERER_CONTRACT", "Compiler",
+           "Program", "Compiled", "Device", "DevTarget", "DeviceError", "DeviceNotFoundError", "DeviceUnavailableError",
+           "DeviceAlreadyRegisteredError", "DevTargetError", "RendererNotFoundError", "ArchUnsupportedError", "InterfaceUnsupportedError",
+           "did_you_mean", "canonicalize", "parse_dev", "cache_dir", "diskcache_get", "diskcache_put", "flat_mv"]
 
 # *** errors ***
 
@@ -48,6 +50,27 @@ class DeviceUnavailableError(DeviceError, RuntimeError):
 
 class DeviceAlreadyRegisteredError(DeviceError, ValueError):
   """Two registrations claimed the same device name."""
+
+class DevTargetError(DeviceError, ValueError):
+  """DEV names a renderer, arch or interface the device can't serve. The message names what it can serve."""
+  def __init__(self, message: str, wanted: str, valid: Sequence[str]):
+    super().__init__(message)
+    self.wanted, self.valid = wanted, tuple(valid)
+
+class RendererNotFoundError(DevTargetError):
+  """DEV=DEVICE:RENDERER names a renderer the device doesn't have."""
+
+class ArchUnsupportedError(DevTargetError):
+  """DEV=DEVICE:RENDERER:arch names an arch the renderer can't target."""
+
+class InterfaceUnsupportedError(DevTargetError):
+  """DEV=iface+DEVICE names an interface the device doesn't declare."""
+
+def did_you_mean(wanted: str, valid: Sequence[str]) -> str:
+  """" (did you mean 'X'?)" for the closest valid name (case-insensitive), else ""."""
+  by_upper = {v.upper(): v for v in valid}
+  close = difflib.get_close_matches(wanted.upper(), list(by_upper), n=1, cutoff=0.5)
+  return f" (did you mean {by_upper[close[0]]!r}?)" if close else ""
 
 # *** buffer options ***
 
@@ -276,38 +299,127 @@ class Buffer:
     extra = (f" offset:{self.offset}" if self._base is not None else "") + (f" {self.options}" if self.options is not None else "")
     return f"<buf real:{self.is_allocated()} device:{self.device} size:{self.size} dtype:{self.dtype}{extra}>"
 
-# *** what a device plugin provides: Renderer, Compiler, Program, Compiled ***
+# *** what a device plugin provides: Renderer (with its declared RendererCaps), Compiler, Program, Compiled ***
 
-def _all_storage_dtypes() -> set[DType]: return {dt for dt in dtypes.fields().values() if not dtypes.is_weak(dt)}
+def _all_storage_dtypes() -> frozenset[DType]: return frozenset(dt for dt in dtypes.fields().values() if not dtypes.is_weak(dt))
 
-class Renderer:
-  """Turns a linearized kernel (a list of UOps) into source code. Subclasses set the attributes that describe the target.
-  A renderer may carry its own `compiler` (e.g. PTX next to CUDA C on one device); it wins over the device's compiler."""
-  device: str = ""
-  suffix: str = ""
-  has_local: bool = True
-  has_shared: bool = True
-  global_max: tuple[int, ...] | None = (0x8FFFFFFF,) * 3
-  local_max: tuple[int, ...] | None = (0x8FFFFFFF,) * 3
-  shared_max: int = 32768
-  supports_float4: bool = True
-  # True: one UPCAST axis per loop nest is rendered as vector dtypes (codegen/vectorize.py) instead of scalar copies
+@dataclass(frozen=True)
+class TensorCore:
+  """One matrix-multiply-accumulate instruction: D(M,N) = A(M,K) @ B(K,N) + C(M,N), executed by `threads` lanes together."""
+  dims: tuple[int, int, int]  # (M, N, K)
+  dtype_in: DType             # the dtype of A and B
+  dtype_out: DType            # the dtype of C and D (the accumulator)
+  threads: int = 32           # lanes (a warp / wave) that execute one instruction together
+  def __post_init__(self) -> None:
+    if len(self.dims) != 3 or not all(isinstance(d, int) and d > 0 for d in self.dims):
+      raise ValueError(f"TensorCore dims must be 3 positive ints (M, N, K), got {self.dims}")
+    if not isinstance(self.threads, int) or self.threads <= 0: raise ValueError(f"TensorCore threads must be a positive int, got {self.threads}")
+
+@dataclass(frozen=True)
+class RendererCaps:
+  """Everything the core reads about a renderer's target: the one declared contract between codegen and a backend.
+  Codegen reads these fields directly (there are no other, optional attributes); docs/backend-authors.md explains each
+  field for backend authors. The record is hashable: the compile cache keys on it (see `cache_key`)."""
+  # dtypes: what the target computes and stores natively. The small floats the core can emulate (float16, bfloat16, fp8;
+  # codegen/dtype_emulation.py) are emulated when missing here; any other missing dtype is unsupported (tests skip it).
+  native_dtypes: frozenset[DType] = field(default_factory=_all_storage_dtypes)
+  # vectors: with vector_upcast, one UPCAST axis per loop nest is rendered as vector dtypes (codegen/vectorize.py) instead of
+  # scalar copies; vector_width is the elements of a 32-bit dtype per SIMD register, the heuristic's upcast of elementwise kernels
   vector_upcast: bool = False
-  # elements of a 32-bit dtype per SIMD register (or a good vector length): the heuristic's upcast of elementwise kernels
   vector_width: int = 4
-  tensor_cores: list = []
-  compiler: Compiler | None = None
-  # hooks for the codegen pipeline (PatternMatchers), None when unused
-  pre_matcher: Any = None
-  extra_matcher: Any = None
-  code_for_op: dict = {}
+  # launch: with has_grid the output loops become grid indices (SPECIAL gidx), at most len(global_max) dims of at most
+  # global_max[i] each (leading loops merge into the first dim when there are more); without it a kernel is plain loops
+  has_grid: bool = True
+  global_max: tuple[int, ...] = (0x8FFFFFFF,) * 3
+  # workgroups: LOCAL opts (lidx) only when has_local; at most local_max[i] threads per dim
+  has_local: bool = True
+  local_max: tuple[int, ...] = (0x8FFFFFFF,) * 3
+  # bytes of memory shared by a workgroup (0: none)
+  shared_max: int = 32768
+  # matrix instructions the target has (empty: none)
+  tensor_cores: tuple[TensorCore, ...] = ()
   # unary ops the target computes natively; codegen approximates the EXP2/LOG2/SIN missing here (codegen/transcendental.py)
   native_transcendentals: frozenset[Ops] = frozenset({Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIPROCAL})
+  # a REDUCE spanning at most this many elements (grid included) is left whole for the renderer to reduce natively
+  # (the PYTHON interpreter runs it as one numpy reduction); 0: every REDUCE is lowered to a loop with a register accumulator
+  native_reduce_limit: int = 0
+  # whether the heuristic's optimizations apply when a kernel brings none (False: kernels run as written, unless BEAM)
+  default_opts: bool = True
+  # heuristic hints. big_reduce_tile: the register tile (inner, outer output axis) for big reduce kernels (>= 2^22
+  # multiply-adds), for targets with many vector registers and one thread per core (CPUs: (16, 8)); None: 4x4 tiles.
+  # transpose_tile: when loads are strided along the stores (a transpose), upcast an axis they are contiguous in by this
+  # much so neighbouring steps share cache lines (0: off)
+  big_reduce_tile: tuple[int, int] | None = None
+  transpose_tile: int = 0
+  # the archs the renderer can target (DEV=DEVICE:RENDERER:arch picks one, an arch not listed is an error) and the one it
+  # targets now ("" when it takes no arch)
+  archs: tuple[str, ...] = ()
+  arch: str = ""
+  # a last codegen pass: renderer-specific rewrite rules (a PatternMatcher, called with ctx=the renderer), None when unused
+  extra_matcher: PatternMatcher | None = None
 
-  def supported_dtypes(self) -> set[DType]:
-    """The storage dtypes this target handles natively (default: all)."""
-    return _all_storage_dtypes()
+  def __post_init__(self) -> None:
+    def bad(name: str, want: str) -> ValueError: return ValueError(f"RendererCaps.{name} must be {want}, got {getattr(self, name)!r}")
+    if not all(isinstance(d, DType) for d in self.native_dtypes): raise bad("native_dtypes", "a frozenset of DType")
+    if not all(isinstance(o, Ops) for o in self.native_transcendentals): raise bad("native_transcendentals", "a frozenset of Ops")
+    for name in ("vector_width", "shared_max", "native_reduce_limit", "transpose_tile"):
+      if not isinstance(getattr(self, name), int) or getattr(self, name) < 0: raise bad(name, "a non-negative int")
+    if self.vector_width < 1: raise bad("vector_width", "at least 1")
+    for name in ("global_max", "local_max"):
+      if not (isinstance(v := getattr(self, name), tuple) and all(isinstance(x, int) and x > 0 for x in v)): raise bad(name, "a tuple of positive ints")
+    if self.has_grid and not self.global_max: raise bad("global_max", "non-empty when has_grid")
+    if self.has_local and not self.local_max: raise bad("local_max", "non-empty when has_local")
+    if self.big_reduce_tile is not None and not (len(self.big_reduce_tile) == 2 and all(isinstance(x, int) and x > 1 for x in self.big_reduce_tile)):
+      raise bad("big_reduce_tile", "None or two ints > 1")
+    if not all(isinstance(t, TensorCore) for t in self.tensor_cores): raise bad("tensor_cores", "a tuple of TensorCore")
+    if self.arch and self.arch not in self.archs: raise bad("arch", f"one of archs {self.archs}")
+    if self.extra_matcher is not None and not isinstance(self.extra_matcher, PatternMatcher): raise bad("extra_matcher", "a PatternMatcher or None")
+
+  def emulated_dtypes(self) -> frozenset[DType]:
+    """The dtypes the core emulates for this target: the emulatable small floats it lacks."""
+    from tg_core.codegen.dtype_emulation import EMULATABLE
+    return frozenset(dt for dt in EMULATABLE if dt not in self.native_dtypes)
+
+  def cache_key(self) -> str:
+    """A string that is the same for equal records in every process (frozenset order and PatternMatcher identity don't
+    enter): on-disk caches key on it. `extra_matcher` enters as present/absent; the renderer's class name keys the rest."""
+    def norm(v: Any) -> Any:
+      if isinstance(v, frozenset): return sorted(repr(x) for x in v)
+      if isinstance(v, PatternMatcher): return "matcher"
+      return v
+    return repr([(f.name, norm(getattr(self, f.name))) for f in dataclasses.fields(self)])
+
+# the attributes of a Renderer that the core and its plugins use; nothing else is read (the conformance kit's
+# --tg-strict-renderer checks this: any other attribute read on the renderer object fails the run)
+RENDERER_CONTRACT: frozenset[str] = frozenset({"device", "caps", "compiler", "render", "target_name", "select_arch"})
+
+# attributes of the pre-1.1 contract, now fields of RendererCaps (or gone): a renderer that still sets one is refused
+_LEGACY_ATTRS = {"supported_dtypes": "native_dtypes", "vector_upcast": "vector_upcast", "vector_width": "vector_width", "global_max": "global_max",
+                 "local_max": "local_max", "has_local": "has_local", "has_shared": "shared_max (0 = none)", "shared_max": "shared_max",
+                 "tensor_cores": "tensor_cores", "native_transcendentals": "native_transcendentals", "extra_matcher": "extra_matcher",
+                 "vectorized_reduce_limit": "native_reduce_limit", "default_opts": "default_opts", "supports_float4": "vector_upcast",
+                 "pre_matcher": "extra_matcher", "code_for_op": "(nothing: rendering is the renderer's own business)", "suffix": "(nothing)"}
+
+class Renderer:
+  """Turns a linearized kernel (a list of UOps) into source code. A subclass sets `caps` (a RendererCaps: everything the
+  core reads about the target) and implements `render`. A renderer may carry its own `compiler` (e.g. PTX next to CUDA C on
+  one device); it wins over the device's compiler. `device` is filled in by the Compiled that owns it."""
+  device: str = ""
+  caps: RendererCaps = RendererCaps()
+  compiler: Compiler | None = None
+
+  def __init_subclass__(cls, **kwargs: Any) -> None:
+    super().__init_subclass__(**kwargs)
+    if legacy := [k for k in _LEGACY_ATTRS if k in cls.__dict__]:
+      raise TypeError(f"renderer {cls.__qualname__} sets {legacy}: since tg_core plugin API 1.1 these are fields of its RendererCaps "
+                      f"(caps = RendererCaps({', '.join(f'{_LEGACY_ATTRS[k]}=...' for k in legacy)})); see docs/backend-authors.md")
+    if not isinstance(cls.__dict__.get("caps", RendererCaps()), RendererCaps): raise TypeError(f"{cls.__qualname__}.caps must be a RendererCaps")
+
   def render(self, uops: list) -> str: raise NotImplementedError(f"{type(self).__name__} can't render kernels")
+  def select_arch(self, arch: str) -> None:
+    """Target `arch` (one of caps.archs, checked by the caller). A renderer whose caps depend on the arch (tensor cores,
+    dtypes) overrides this to set them."""
+    self.caps = dataclasses.replace(self.caps, arch=arch)
   @classmethod
   def target_name(cls) -> str:
     """The name used to pick this renderer (`DEV=CUDA:PTX`): the class name, upper case, without "RENDERER"."""
@@ -434,7 +546,7 @@ class Compiled:
     i = self._renderer_idx
     if (r := self._renderer_instances.get(i)) is None:
       r = self.renderers[i]() if not isinstance(self.renderers[i], Renderer) else self.renderers[i]  # type: ignore[operator,assignment]
-      assert isinstance(r, Renderer), f"renderers must be Renderer classes or instances, got {r!r}"
+      if not isinstance(r, Renderer): raise TypeError(f"device {self.device}: renderers must be Renderer classes or instances, got {r!r}")
       if not r.device: r.device = self.device.split(":")[0]
       self._renderer_instances[i] = r
     return r
@@ -442,16 +554,31 @@ class Compiled:
   def compiler(self) -> Compiler: return self.renderer.compiler if self.renderer.compiler is not None else self._compiler
   def renderer_names(self) -> list[str]:
     return [r.target_name() for r in self.renderers]
-  def select_renderer(self, name: str | None) -> Renderer:
-    """Make the renderer called `name` (see `Renderer.target_name`; the device name prefix is optional) the current one."""
+  def select_renderer(self, name: str | None, arch: str | None = None) -> Renderer:
+    """Make the renderer called `name` (see `Renderer.target_name`; the device name prefix is optional; None: the first) the
+    current one, targeting `arch` when given. A renderer or arch the device can't serve raises a DevTargetError naming what it can."""
     if name is None: self._renderer_idx = 0
     else:
       want, dev = name.upper(), self.device.split(":")[0].upper()
       names = self.renderer_names()
       cands = [i for i, n in enumerate(names) if n in (want, dev + want) or n.removeprefix(dev) == want]
-      if not cands: raise ValueError(f"device {self.device} has no renderer {name!r}; it has {names}")
+      if not cands:
+        raise RendererNotFoundError(f"device {self.device} has no renderer {name!r}; it has {', '.join(names)}{did_you_mean(name, names)}. "
+                                    f"Pick one with DEV={dev}:<RENDERER>, or install the plugin that provides {name!r}", name, names)
       self._renderer_idx = cands[0]
-    return self.renderer
+    ren = self.renderer
+    if arch is not None:
+      if arch not in (archs := ren.caps.archs):
+        what = f"it can target {', '.join(archs)}{did_you_mean(arch, archs)}" if archs else "it takes no arch (leave the :arch part out of DEV)"
+        raise ArchUnsupportedError(f"renderer {ren.target_name()} of device {self.device} can't target arch {arch!r}: {what}", arch, archs)
+      ren.select_arch(arch)
+    return ren
+  def use_renderer(self, ren: Renderer) -> Renderer:
+    """Make the instance `ren` the current renderer (in place of the current one), e.g. a wrapper that checks it."""
+    if not isinstance(ren, Renderer): raise TypeError(f"use_renderer takes a Renderer, got {type(ren).__name__}")
+    if not ren.device: ren.device = self.device.split(":")[0]
+    self.renderers[self._renderer_idx] = self._renderer_instances[self._renderer_idx] = ren
+    return ren
 
   # features this device does not support (name -> reason); the conformance kit skips their tests with the reason
   unsupported: ClassVar[dict[str, str]] = {}
@@ -498,6 +625,7 @@ class _DeviceEntry:
   auto: bool
   origin: str | None
   order: int
+  interfaces: tuple[str, ...] = ()
 
 class _Device:
   """The registry of devices. `Device["CPU:1"]` opens (once) and returns a `Compiled`; `Device.DEFAULT` is the device used when none is named."""
@@ -510,9 +638,10 @@ class _Device:
     self._order = 0
 
   def register(self, name: str, factory: Callable[[str], Compiled], priority: int = 0, probe: Callable[[], bool] | None = None,
-               auto: bool = True, origin: str | None = None, replace: bool = False) -> None:
+               auto: bool = True, origin: str | None = None, replace: bool = False, interfaces: Sequence[str] = ()) -> None:
     """Register device `name` ("CPU"). `factory(device_string)` opens it ("CPU:1"). When DEV is unset, `Device.DEFAULT` is the
-    highest-priority `auto` device whose `probe()` returns True (no probe: always True). `origin` names who registered it."""
+    highest-priority `auto` device whose `probe()` returns True (no probe: always True). `origin` names who registered it.
+    `interfaces` are the `iface` names DEV may put before it (`DEV=MOCK+AMD`); any other is an error."""
     if not isinstance(name, str) or not name or ":" in name or "+" in name or name != name.upper():
       raise ValueError(f"a device name must be a non-empty upper-case string without ':' or '+', got {name!r}")
     if not callable(factory): raise TypeError(f"factory for {name} must be callable, got {factory!r}")
@@ -521,7 +650,7 @@ class _Device:
         raise DeviceAlreadyRegisteredError(f"device {name} is registered twice: by {old.origin or 'an unnamed registrant'} "
                                            f"and by {origin or 'an unnamed registrant'}")
       self._order += 1
-      self._entries[name] = _DeviceEntry(name, factory, priority, probe, auto, origin, self._order)
+      self._entries[name] = _DeviceEntry(name, factory, priority, probe, auto, origin, self._order, tuple(i.upper() for i in interfaces))
       for k in [k for k in self._opened if k.split(":")[0] == name]: del self._opened[k]
       self._auto_default = None
   def unregister(self, name: str) -> None:
@@ -543,9 +672,16 @@ class _Device:
     known = self.registered()
     from tg_core.plugins.discovery import device_not_found
     return device_not_found(name, known, context)  # type: ignore[return-value]
-    msg = f"unknown device {name!r}{context}; known devices: {', '.join(known) if known else '(none registered)'}"
-    if close := difflib.get_close_matches(name, known, n=1): msg += f". Did you mean {close[0]!r}?"
-    return DeviceNotFoundError(msg, name)
+
+  def _dev_target(self, name: str) -> DevTarget | None:
+    """DEV's first entry when it names device `name`, its interface checked against the ones the device declares."""
+    if not DEV.value or (tgt := parse_dev(DEV.value.split(";")[0].partition("@")[0])).device != name: return None
+    if tgt.iface is not None:
+      iface, valid = tgt.iface.split(":")[0].upper(), self._entries[name].interfaces
+      if iface not in valid:
+        what = f"it has {', '.join(valid)}{did_you_mean(iface, valid)}" if valid else "it declares none (leave the 'iface+' part out of DEV)"
+        raise InterfaceUnsupportedError(f"DEV={DEV.value!r}: device {name} has no interface {iface!r}: {what}", iface, valid)
+    return tgt
 
   def __getitem__(self, device: str) -> Compiled:
     dev = canonicalize(device)
@@ -558,8 +694,9 @@ class _Device:
       try:
         ret = entry.factory(dev)
         if not isinstance(ret, Compiled): raise TypeError(f"the factory of device {name} returned {type(ret).__name__}, not a Compiled")
-        if DEV.value and (tgt := parse_dev(DEV.value.split(";")[0].partition("@")[0])).device == name and tgt.renderer is not None:
-          ret.select_renderer(tgt.renderer)
+        if (tgt := self._dev_target(name)) is not None and (tgt.renderer is not None or tgt.arch is not None):
+          try: ret.select_renderer(tgt.renderer, tgt.arch)
+          except DevTargetError as e: raise type(e)(f"DEV={DEV.value!r}: {e}", e.wanted, e.valid) from None
       except DeviceError: raise
       except Exception as e:
         raise DeviceUnavailableError(f"device {dev} failed to open{f' (registered by {entry.origin})' if entry.origin else ''}: "
@@ -592,6 +729,7 @@ class _Device:
     if DEV.value:
       name = parse_dev(DEV.value.split(";")[0].partition("@")[0]).device
       if name not in self._entries: raise self._not_found(name, f" (from DEV={DEV.value!r})")
+      if "+" in DEV.value: self._dev_target(name)  # a bad interface fails here, before any tensor is made
       return name
     with self._lock:
       if self._auto_default is None:

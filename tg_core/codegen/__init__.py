@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from tg_core.dtype import AddrSpace, dtypes
-from tg_core.helpers import DEBUG, NOOPT, SPEC, prod
+from tg_core.helpers import BEAM, DEBUG, EMULATED_DTYPES, NOOPT, SPEC, TRANSCENDENTAL, ContextVar, prod
 from tg_core.uop import GroupOp, Ops
 from tg_core.uop.ops import UOp
 from tg_core.uop.rewrite import graph_rewrite
@@ -17,7 +17,7 @@ from tg_core.codegen.transcendental import rewrite_transcendental
 from tg_core.codegen.dtype_emulation import emulated_dtypes, rewrite_emulated_dtypes
 from tg_core.codegen.lowerer import ReduceContext, add_gpudims, lower_weak, merge_ends, pm_lower_reduce
 from tg_core.codegen.valid import pm_index_given_valid
-from tg_core.codegen.opt import Opt, apply_opts, expand_upcasts, hand_coded_optimizations
+from tg_core.codegen.opt import KernelOptError, Opt, OptOps, apply_opts, expand_upcasts, hand_coded_optimizations
 
 if TYPE_CHECKING:
   from tg_core.device import Renderer
@@ -43,19 +43,36 @@ def _symbolic():
   from tg_core.uop.symbolic import symbolic
   return symbolic
 
+# The knobs whose value changes the program codegen (and the engine's choice of opts) produces for a kernel: the compile
+# cache keys on them (`program_key`). DEBUG, SPEC and TRACK_MATCH_STATS are read too but only print or check.
+CODEGEN_KNOBS: tuple[ContextVar, ...] = (NOOPT, BEAM, TRANSCENDENTAL, EMULATED_DTYPES)
+
+def program_key(ren: Renderer) -> tuple:
+  """What, besides the kernel AST, decides the program made for `ren`: its class, its declared record and the codegen knobs."""
+  return (type(ren).__module__, type(ren).__qualname__, ren.caps, *(k.value for k in CODEGEN_KNOBS))
+
 def choose_opts(ast: UOp, ren: Renderer) -> list[Opt]:
   """The optimizations for this kernel: the kernel's own `opts_to_apply`, else the heuristic (unless NOOPT or the
-  renderer opts out, as the PYTHON reference does). BEAM search happens in the engine, which can time candidates."""
+  renderer opts out with `caps.default_opts`, as the PYTHON reference does). BEAM search happens in the engine, which can time candidates."""
   if ast.arg is not None and ast.arg.opts_to_apply is not None: return list(ast.arg.opts_to_apply)
-  if NOOPT or not getattr(ren, "default_opts", True): return []
-  return hand_coded_optimizations(ast, ren.has_local, loops_only=ren.global_max is None, width=ren.vector_width)
+  if NOOPT or not ren.caps.default_opts: return []
+  return hand_coded_optimizations(ast, ren.caps)
+
+def check_opts(opts: list[Opt], ren: Renderer) -> list[Opt]:
+  """Opts the target can run: LOCAL needs workgroups (`caps.has_local`), at most len(caps.local_max) of them, each at most
+  local_max[i] threads. Raises KernelOptError naming the cap otherwise."""
+  locs = [o for o in opts if o.op is OptOps.LOCAL]
+  if locs and not ren.caps.has_local: raise KernelOptError(f"{ren.target_name()} has no workgroups (caps.has_local is False): can't apply {locs[0]}")
+  if len(locs) > len(lm := ren.caps.local_max): raise KernelOptError(f"{len(locs)} LOCAL opts, {ren.target_name()} has {len(lm)} workgroup dims")
+  for o, m in zip(locs, lm):
+    if o.arg is not None and o.arg > m: raise KernelOptError(f"{o} exceeds {ren.target_name()}'s caps.local_max {lm}")
+  return opts
 
 def _native_reduce_filter(sink: UOp, ren: Renderer):  # type: ignore[no-untyped-def]
-  """For renderers that reduce whole axes at once (`vectorized_reduce_limit`: the most elements one REDUCE may span,
+  """For renderers that reduce whole axes at once (`caps.native_reduce_limit`: the most elements one REDUCE may span,
   grid included), which REDUCEs to leave unlowered. None: lower them all into loops."""
-  if not (limit := getattr(ren, "vectorized_reduce_limit", 0)): return None
+  if not (limit := ren.caps.native_reduce_limit): return None
   grid = prod(int(u.src[0].arg) for u in sink.toposort() if u.op is Ops.SPECIAL and u.src[0].op is Ops.CONST)
-  from tg_core.codegen.dtype_emulation import emulated_dtypes
   emu = emulated_dtypes(ren)  # emulated dtypes need the lowered (register accumulator) form
   def keep(red: UOp) -> bool:
     if red.dtype.scalar() in emu: return False
@@ -66,14 +83,14 @@ def _native_reduce_filter(sink: UOp, ren: Renderer):  # type: ignore[no-untyped-
 
 def full_rewrite_to_sink(ast: UOp, ren: Renderer, opts: list[Opt] | None = None) -> UOp:
   sink = graph_rewrite(graph_rewrite(ast, _symbolic(), name="simplify kernel"), pm_index_given_valid, name="index given valid")
-  vector_dtypes = (set(ren.supported_dtypes()) - emulated_dtypes(ren)) | {dtypes.weakint} if ren.vector_upcast else None
-  sink = expand_upcasts(apply_opts(sink, choose_opts(sink, ren) if opts is None else opts), vector_dtypes)
-  sink = add_gpudims(sink, ren.global_max)
+  vector_dtypes = (set(ren.caps.native_dtypes) - emulated_dtypes(ren)) | {dtypes.weakint} if ren.caps.vector_upcast else None
+  sink = expand_upcasts(apply_opts(sink, check_opts(choose_opts(sink, ren) if opts is None else opts, ren)), vector_dtypes)
+  sink = add_gpudims(sink, ren.caps.global_max if ren.caps.has_grid else None)
   sink = merge_ends(graph_rewrite(sink, pm_lower_reduce, ctx=ReduceContext(_native_reduce_filter(sink, ren)), name="lower reduce"))
   sink = graph_rewrite(sink, _symbolic(), name="simplify lowered")
   sink = lower_weak(sink)
   sink = rewrite_emulated_dtypes(rewrite_transcendental(sink, ren), ren)  # approximate missing EXP2/LOG2/SIN, emulate missing dtypes
-  if (extra := getattr(ren, "extra_matcher", None)) is not None: sink = graph_rewrite(sink, extra, ctx=ren, name="renderer rewrites")
+  if (extra := ren.caps.extra_matcher) is not None: sink = graph_rewrite(sink, extra, ctx=ren, name="renderer rewrites")
   if SPEC:
     from tg_core.uop.spec import spec_program, verify_if_spec
     verify_if_spec(sink, spec_program, "program")

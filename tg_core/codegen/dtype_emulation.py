@@ -13,7 +13,7 @@ Rounding rules follow torch (and dtype.float_to_fp8): overflow goes to inf (floa
 out-of-range values and +-inf saturate to +-448; NaN stays NaN (bfloat16 0x7FC0, float16 0x7E00, fp8 0x7F, sign kept
 for fp8/float16).
 
-Int64/uint64 emulation is out of scope. The pass runs when the renderer's `supported_dtypes()` lacks one of these
+Int64/uint64 emulation is out of scope. The pass runs when the renderer's `caps.native_dtypes` lacks one of these
 dtypes, or when EMULATED_DTYPES names it ("bfloat16,float16"; for testing on renderers that have them)."""
 from __future__ import annotations
 import dataclasses
@@ -152,8 +152,7 @@ def parse_emulated(spec: str) -> frozenset[DType]:
 
 def emulated_dtypes(ren: Renderer | None) -> frozenset[DType]:
   """The dtypes to emulate for this renderer: the emulatable ones it lacks, plus those EMULATED_DTYPES names."""
-  supported = ren.supported_dtypes() if ren is not None else set(EMULATABLE)
-  return frozenset(dt for dt in EMULATABLE if dt not in supported) | parse_emulated(str(EMULATED_DTYPES.value or ""))
+  return (ren.caps.emulated_dtypes() if ren is not None else frozenset()) | parse_emulated(str(EMULATED_DTYPES.value or ""))
 
 def rewrite_emulated_dtypes(sink: UOp, ren: Renderer | None) -> UOp:
   """The codegen pass: emulate the small float dtypes the renderer lacks."""

@@ -9,6 +9,7 @@ import functools
 import itertools
 from dataclasses import dataclass
 from enum import Enum, auto
+from typing import TYPE_CHECKING
 
 from tg_core.dtype import DType, dtypes
 from tg_core.uop import Ops
@@ -16,6 +17,9 @@ from tg_core.uop.ops import AxisType, KernelInfo, UOp
 from tg_core.uop.pattern import PatternMatcher, UPat
 from tg_core.uop.rewrite import graph_rewrite
 from tg_core.codegen.vectorize import CantVectorize, access_strides, store_stride, vectorize
+
+if TYPE_CHECKING:
+  from tg_core.device import RendererCaps
 
 class OptOps(Enum):
   UPCAST = auto(); UNROLL = auto(); LOCAL = auto(); NOLOCALS = auto()  # noqa: E702
@@ -150,19 +154,25 @@ def expand_upcasts(ast: UOp, vector_dtypes: set[DType] | None = None) -> UOp:
   return graph_rewrite(ast, pm_expand, ctx=vector_dtypes, name="expand upcast/unroll")
 
 # *** the heuristic ***
-def hand_coded_optimizations(ast: UOp, has_local: bool = False, loops_only: bool = False, width: int = 4) -> list[Opt]:
-  """Register tiling. Reduce kernels upcast the last two output axes and unroll the last reduce axis (4x4 tiles, unroll
-  4). On loop-only renderers (CPUs) big reduce kernels take 16x8 tiles without unroll: 128 accumulators fill the
-  vector registers (measured on a 512x512 fp32 matmul: 21 -> 113 GFLOPS on one core), while small kernels keep
-  4x4 tiles, which compile ~3x faster; tiny ones (< 2^19 multiply-adds, e.g. a 64x64 matmul) take 4x2 tiles without unroll, which
-  halve codegen time again. Elementwise kernels upcast the innermost axis by 4."""
+def hand_coded_optimizations(ast: UOp, caps: RendererCaps | None = None) -> list[Opt]:
+  """Register tiling, driven by the target's declared caps (default: `RendererCaps()`). Reduce kernels upcast the last two
+  output axes and unroll the last reduce axis (4x4 tiles, unroll 4). Targets that declare `big_reduce_tile` (CPUs: (16, 8))
+  give big reduce kernels that tile without unroll: 128 accumulators fill the vector registers (measured on a 512x512
+  fp32 matmul: 21 -> 113 GFLOPS on one core), while small kernels keep 4x4 tiles, which compile ~3x faster; tiny ones
+  (< 2^19 multiply-adds, e.g. a 64x64 matmul) take 4x2 tiles without unroll, which halve codegen time again. Elementwise
+  kernels upcast the innermost axis by `vector_width` (at least 4); with `transpose_tile`, a transpose also upcasts an
+  axis its loads are contiguous in."""
+  if caps is None:
+    from tg_core.device import RendererCaps
+    caps = RendererCaps()
+  width = caps.vector_width
   opts: list[Opt] = []
   axes = kernel_axes(ast)
   out_axes = [i for i, r in enumerate(axes) if r.arg[1] in (AxisType.LOOP, AxisType.GLOBAL)]
   red_axes = [i for i, r in enumerate(axes) if r.arg[1] is AxisType.REDUCE]
   sizes = [r.src[0].arg if r.src[0].op is Ops.CONST else 1 for r in axes]
   work = functools.reduce(lambda a, b: a * b, sizes, 1)
-  big = loops_only and bool(red_axes) and len(out_axes) >= 2 and work >= 1 << 22
+  big = caps.big_reduce_tile is not None and bool(red_axes) and len(out_axes) >= 2 and work >= 1 << 22
   # tiny kernels run in microseconds: their compile time (Python codegen and LLVM, both growing with the tile) dominates
   tiny = work < 1 << 19
   def first_fit(cur: UOp, op: OptOps, axis: int, amts: tuple[int, ...]) -> UOp:
@@ -180,8 +190,8 @@ def hand_coded_optimizations(ast: UOp, has_local: bool = False, loops_only: bool
     _loads_contiguous(ast, axes[out_axes[0]], [axes[i] for i in red_axes])
   if red_axes:
     # (a column reduce takes two vectors per step: each strided row visit reads two cache lines, half the page walks)
-    tiles = ((16, 8, 4, 2), (8, 4, 2)) if big else ((4, 2), (2,)) if tiny else (_halvings(min(2 * width, 32)),) if col_reduce else \
-      ((4, 3, 2), (4, 3, 2))
+    tiles = tuple(_halvings(t) for t in caps.big_reduce_tile) if big and caps.big_reduce_tile else ((4, 2), (2,)) if tiny else \
+      (_halvings(min(2 * width, 32)),) if col_reduce else ((4, 3, 2), (4, 3, 2))
     for i, amts in zip(_tile_axes(ast, axes, out_axes), tiles): cur = first_fit(cur, OptOps.UPCAST, i, amts)
     if not big and not tiny and axes[red_axes[-1]] in (cur_axes := kernel_axes(cur)):
       amts = _halvings(width) if len(out_axes) == 1 and width > 4 and not col_reduce else (4, 2)
@@ -189,10 +199,10 @@ def hand_coded_optimizations(ast: UOp, has_local: bool = False, loops_only: bool
   elif out_axes:
     cur = first_fit(cur, OptOps.UPCAST, out_axes[-1], _halvings(max(width, 4)))
     # loads strided along the stores (a transpose): a few steps of an axis they are contiguous in share their cache lines
-    if loops_only and len(out_axes) > 1 and _loads_strided(ast, axes[out_axes[-1]]):
+    if caps.transpose_tile > 1 and len(out_axes) > 1 and _loads_strided(ast, axes[out_axes[-1]]):
       for a in reversed(out_axes[:-1]):
         if _loads_contiguous(ast, axes[a]):
-          cur = first_fit(cur, OptOps.UPCAST, a, (4, 2))
+          cur = first_fit(cur, OptOps.UPCAST, a, _halvings(caps.transpose_tile))
           break
   return opts
 

@@ -15,7 +15,7 @@ RECIPROCAL (assumed native, like SQRT). float32 and float64 are computed in thei
 NaN, +-inf, +-0 and denormals follow IEEE/libm: exp2(-inf)=0, exp2(inf)=inf, log2(+-0)=-inf, log2(x<0)=NaN,
 log2(inf)=inf, sin(+-inf)=NaN, sin(-0)=-0.
 
-Which ops are rewritten: the renderer's `native_transcendentals` (default: all) says what it has; TRANSCENDENTAL=2
+Which ops are rewritten: the renderer's `caps.native_transcendentals` (default: all) says what it has; TRANSCENDENTAL=2
 forces the approximations for every float dtype, TRANSCENDENTAL=0 disables them."""
 from __future__ import annotations
 import decimal
@@ -288,8 +288,7 @@ def transcendental_ops(ren: Renderer | None) -> frozenset[Ops]:
   """The ops to approximate for this renderer: those it lacks (all with TRANSCENDENTAL>=2, none with TRANSCENDENTAL=0)."""
   if TRANSCENDENTAL.value <= 0: return frozenset()
   if TRANSCENDENTAL.value >= 2: return APPROXIMATED_OPS
-  native = getattr(ren, "native_transcendentals", None)
-  return APPROXIMATED_OPS - frozenset(native) if native is not None else frozenset()
+  return APPROXIMATED_OPS - ren.caps.native_transcendentals if ren is not None else frozenset()
 
 def get_transcendental_matcher(ren: Renderer | None) -> PatternMatcher | None:
   return pm_transcendental(ops) if (ops := transcendental_ops(ren)) else None

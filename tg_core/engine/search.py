@@ -5,7 +5,7 @@ import time
 import numpy as np
 
 from tg_core.codegen.opt import Opt, beam_candidates
-from tg_core.device import Buffer, diskcache_get, diskcache_put
+from tg_core.device import Buffer, Device, diskcache_get, diskcache_put
 from tg_core.dtype import AddrSpace, _to_np_storage
 from tg_core.helpers import DEBUG, IGNORE_BEAM_CACHE, tqdm_iter
 from tg_core.uop import Ops
@@ -24,7 +24,8 @@ def _time_program(device: str, ast: UOp, opts: list[Opt], bufs: list[Buffer], va
 
 def beam_search(ast: UOp, device: str, amt: int, var_vals: dict[str, int] | None = None) -> list[Opt]:
   """The fastest opt list among `beam_candidates(ast)` (at most `amt`*8 of them), timed on scratch buffers."""
-  key = (device, ast.key.hex(), amt)
+  ren = Device[device].renderer  # the timings hold for this renderer and target only
+  key = (device, type(ren).__qualname__, ren.caps.cache_key(), ast.key.hex(), amt)
   if not IGNORE_BEAM_CACHE and (cached := diskcache_get("beam_search", key)) is not None: return cached
   params = sorted({u.arg.slot: u for u in ast.toposort() if u.op is Ops.PARAM and u.arg.addrspace is AddrSpace.GLOBAL}.items())
   rng = np.random.default_rng(0)

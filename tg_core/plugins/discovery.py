@@ -161,7 +161,7 @@ class PluginRegistry:
       if not chosen: continue
       spec, rec = chosen[0]
       Device.register(name, _lazy_device(spec, rec), priority=spec.priority, probe=_lazy_probe(spec, rec), auto=spec.auto,
-                      origin=f"{rec.dist} {rec.version}", replace=True)
+                      origin=f"{rec.dist} {rec.version}", replace=True, interfaces=spec.interfaces)
 
   # *** lookups ***
   def renderers_for(self, device: str) -> list[tuple[RendererSpec, PluginRecord]]:
@@ -212,7 +212,8 @@ def _lazy_device(spec: DeviceSpec, rec: PluginRecord) -> Callable[[str], Any]:
                               f"{type(e).__name__}: {e}. Reinstall it: pip install --force-reinstall {rec.dist}") from e
     ret = cls(dev)
     for rspec, rrec in registry.renderers_for(spec.name):
-      if rrec is not rec or rspec.factory not in {getattr(r, "factory", None) for r in ret.renderers}: ret.renderers.append(LazyRenderer(rspec, rrec))
+      # a renderer the device already lists (its own, by name) is not added twice
+      if rspec.name.upper() not in ret.renderer_names(): ret.renderers.append(LazyRenderer(rspec, rrec))
     return ret
   factory.__qualname__ = factory.__name__ = f"plugin<{spec.factory}>"
   return factory

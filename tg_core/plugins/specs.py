@@ -9,7 +9,9 @@ from typing import Any
 import pluggy
 
 PROJECT = "tg_core"
-TG_CORE_API: tuple[int, int] = (1, 0)  # (major, minor) of the plugin API: a plugin's major must match, its minor be <= this
+# (major, minor) of the plugin API: a plugin's major must match, its minor be <= this.
+# 1.1: the renderer contract is one declared record, RendererCaps (docs/backend-authors.md); DEV is validated against it
+TG_CORE_API: tuple[int, int] = (1, 1)
 hookspec = pluggy.HookspecMarker(PROJECT)
 hookimpl = pluggy.HookimplMarker(PROJECT)
 
@@ -25,7 +27,8 @@ def load_attr(target: str) -> Any:
 class DeviceSpec:
   """A device: `factory("NAME:1")` returns a `tg_core.device.Compiled`. With DEV unset, the highest-`priority`
   device whose `probe` (a cheap "module:function" returning bool, e.g. "does /dev/kfd exist") passes is the default.
-  `auto=False` devices are never chosen automatically."""
+  `auto=False` devices are never chosen automatically. `interfaces` are the names DEV may put before the device
+  (`DEV=MOCK+AMD`); DEV naming any other is an error."""
   name: str
   factory: str
   priority: int = 0

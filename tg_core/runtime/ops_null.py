@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tg_core.device import Allocator, BufferSpec, Compiled, Compiler, Renderer
+from tg_core.uop.ops import UOp
 
 @dataclass(eq=False)
 class NullBuffer:
@@ -34,7 +35,7 @@ class NullRenderer(Renderer):
   device = "NULL"
   def render(self, uops: list) -> str:
     """A summary of the kernel instead of code: the number of uops and how many of each op."""
-    ops = Counter(str(getattr(u, "op", type(u).__name__)) for u in uops)
+    ops = Counter(u.op.name if isinstance(u, UOp) else type(u).__name__ for u in uops)
     return f"// NULL kernel: {len(uops)} uops\n" + "".join(f"// {cnt:5d} {op}\n" for op, cnt in sorted(ops.items(), key=lambda x: (-x[1], x[0])))
 
 class NullCompiler(Compiler):

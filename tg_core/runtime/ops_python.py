@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from tg_core.device import Compiled, Compiler, LRUAllocator, Renderer
+from tg_core.device import Compiled, Compiler, LRUAllocator, Renderer, RendererCaps
 from tg_core.dtype import AddrSpace, DType, _to_np_storage, dtypes
 from tg_core.uop import GroupOp, Ops
 from tg_core.uop.ops import UOp
@@ -132,11 +132,10 @@ def threefry2x32(x: np.ndarray, key: np.ndarray) -> np.ndarray:
 # *** renderer / compiler / program ***
 class PythonRenderer(Renderer):
   device = "PYTHON"
-  global_max = (1 << 31,) * 16
-  has_local = False
-  default_opts = False  # the reference runs kernels as written: upcasting only adds interpreted ops
-  # a REDUCE spanning at most this many elements (grid included) runs as one numpy reduction over extra axes
-  vectorized_reduce_limit = 1 << 24
+  # every dtype natively (numpy storage, bfloat16/fp8 rounded on every produce); the grid and workgroup indices are
+  # numpy axes; no shared memory; kernels run as written (upcasting only adds interpreted ops); a REDUCE spanning at
+  # most 2^24 elements (grid included) runs as one numpy reduction over extra axes
+  caps = RendererCaps(global_max=(1 << 31,) * 16, local_max=(1 << 31,) * 3, shared_max=0, default_opts=False, native_reduce_limit=1 << 24)
   def render(self, uops: list[UOp]) -> str:
     idx = {u: i for i, u in enumerate(uops)}
     prog = [(u.op, u.dtype, tuple(idx[s] for s in u.src), u.arg) for u in uops]

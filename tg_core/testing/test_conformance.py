@@ -18,12 +18,12 @@ INT_DTYPES = [d for d in NP_DTYPES if dtypes.is_int(d)]
 FLOAT_DTYPES = [dtypes.float16, dtypes.float32, dtypes.float64]
 
 def need(tg_device: str, feature: str) -> None:
-  reason = getattr(Device[tg_device], "unsupported", {}).get(feature)
+  reason = Device[tg_device].unsupported.get(feature)
   if reason: pytest.skip(f"{tg_device} declares no support for {feature}: {reason}")
 def need_dtype(tg_device: str, dt: DType) -> None:
   from tg_core.codegen.dtype_emulation import EMULATABLE
   # a dtype the renderer lacks but the core emulates (float16, bfloat16, fp8) must work too
-  if dt not in Device[tg_device].renderer.supported_dtypes() and dt not in EMULATABLE: pytest.skip(f"{tg_device} declares no support for {dt}")
+  if dt not in Device[tg_device].renderer.caps.native_dtypes and dt not in EMULATABLE: pytest.skip(f"{tg_device} declares no support for {dt}")
 
 def rand_np(shape: tuple[int, ...], dt: DType, seed: int = 0, low: float = -3, high: float = 3) -> np.ndarray:
   rng = np.random.default_rng(seed)

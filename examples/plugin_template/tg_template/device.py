@@ -3,7 +3,7 @@ renderer. A real backend brings its own Renderer (code generation), Compiler and
 from __future__ import annotations
 from typing import Any
 
-from tg_core.device import Compiled, LRUAllocator
+from tg_core.device import Compiled, LRUAllocator, RendererCaps
 from tg_core.runtime.ops_python import PythonCompiler, PythonProgram, PythonRenderer
 
 class TemplateAllocator(LRUAllocator):
@@ -16,6 +16,10 @@ class TemplateAllocator(LRUAllocator):
 
 class TemplateRenderer(PythonRenderer):
   device = "TEMPLATE"
+  # what codegen may assume about the target, in one declared record (every field: docs/backend-authors.md). This one
+  # interprets kernels like PYTHON: grid and workgroup indices are numpy axes, no shared memory, kernels run as written,
+  # reductions of up to 2^24 elements done whole by numpy; every dtype and transcendental native (the defaults)
+  caps = RendererCaps(global_max=(1 << 31,) * 16, local_max=(1 << 31,) * 3, shared_max=0, default_opts=False, native_reduce_limit=1 << 24)
 
 class TemplateDevice(Compiled):
   unsupported = {"large_buffers": "host-memory interpreter, like PYTHON"}

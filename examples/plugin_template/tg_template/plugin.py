@@ -1,7 +1,7 @@
 """The manifest: imports only tg_core.plugins; the device module loads when TEMPLATE is first opened."""
 from tg_core.plugins import DeviceSpec, hookimpl
 
-tg_api = (1, 0)
+tg_api = (1, 1)
 
 @hookimpl
 def tg_devices() -> list[DeviceSpec]:

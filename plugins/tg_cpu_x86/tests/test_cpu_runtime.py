@@ -189,7 +189,7 @@ def test_manifest_is_light() -> None:
   assert "tg_cpu_x86.device" not in new
   print(tg_cpu_x86.plugin.tg_api)
   """)
-  assert "(1, 0)" in out
+  assert "(1, 1)" in out
 
 def test_renderer_does_not_import_the_runtime() -> None:
   out = _run("""
@@ -202,9 +202,11 @@ def test_renderer_does_not_import_the_runtime() -> None:
 
 def test_supported_dtypes_and_knobs() -> None:
   r = Device["CPU"].renderer
-  assert r.supported_dtypes() == {dtypes.bool, dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.uint16, dtypes.int32, dtypes.uint32,
+  assert r.caps.native_dtypes == {dtypes.bool, dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.uint16, dtypes.int32, dtypes.uint32,
                                   dtypes.int64, dtypes.uint64, dtypes.float32, dtypes.float64}
-  assert r.global_max is None and not r.has_local and r.native_transcendentals == {Ops.SQRT, Ops.RECIPROCAL}
+  assert not r.caps.has_grid and not r.caps.has_local and r.caps.native_transcendentals == {Ops.SQRT, Ops.RECIPROCAL}
+  from tg_cpu_x86.compiler import host_target
+  assert r.caps.archs == (host_target()[1],) and r.caps.arch == host_target()[1]
 
 def test_emulated_half_dtypes_work() -> None:
   a = np.random.default_rng(0).uniform(-2, 2, 64).astype(np.float16)

@@ -110,11 +110,11 @@ def test_row_reduce_vector_accumulator(fn):
 def test_host_vector_width_drives_elementwise_upcast():
   from tg_cpu_x86.device import vector_width
   ren = Device["CPU"].renderer
-  assert ren.vector_width == vector_width() in (4, 8, 16)
+  assert ren.caps.vector_width == vector_width() in (4, 8, 16)
   x = rng.standard_normal((4, 64), dtype=np.float32)
   items, _ = create_schedule(UOp.sink((Tensor(x, device="CPU") * 2).uop))
   from tg_core.codegen import choose_opts
-  assert [o.arg for o in choose_opts(items[0].ast, ren) if o.op is OptOps.UPCAST] == [ren.vector_width]
+  assert [o.arg for o in choose_opts(items[0].ast, ren) if o.op is OptOps.UPCAST] == [ren.caps.vector_width]
 
 @pytest.mark.parametrize("axis", [0, 1])
 def test_single_axis_reduce_vectorizes_the_contiguous_axis(axis):
@@ -125,7 +125,7 @@ def test_single_axis_reduce_vectorizes_the_contiguous_axis(axis):
   items, _ = create_schedule(UOp.sink(t.uop))
   ren = Device["CPU"].renderer
   opts = choose_opts(items[0].ast, ren)
-  want = (OptOps.UPCAST, min(2 * ren.vector_width, 32)) if axis == 0 else (OptOps.UNROLL, ren.vector_width)  # columns: two vectors
+  want = (OptOps.UPCAST, min(2 * ren.caps.vector_width, 32)) if axis == 0 else (OptOps.UNROLL, ren.caps.vector_width)  # columns: two vectors
   assert want in [(o.op, o.arg) for o in opts]
   np.testing.assert_allclose(t.numpy(), x.sum(axis), rtol=1e-4, atol=1e-3)
 

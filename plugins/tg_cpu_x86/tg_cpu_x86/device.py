@@ -1,5 +1,6 @@
 """The CPU device: host memory, the LLVM IR renderer, llvmlite's in-process compiler and a multi-core runtime."""
 from __future__ import annotations
+import dataclasses
 import functools
 
 from tg_core.device import Compiled
@@ -21,5 +22,6 @@ class CPUDevice(Compiled):
   """CPU, CPU:1, ...: every instance is the same host; different instances are separate devices to the scheduler."""
   def __init__(self, device: str):
     ren = LLVMRenderer()
-    ren.vector_width = vector_width()
+    # the host's SIMD width; the only arch it targets is the host's (kernels run here): DEV=CPU:LLVM:<other> is an error
+    ren.caps = dataclasses.replace(ren.caps, vector_width=vector_width(), archs=(host_target()[1],), arch=host_target()[1])
     super().__init__(device, CPUAllocator(), [ren], _compiler(), CPUProgram)

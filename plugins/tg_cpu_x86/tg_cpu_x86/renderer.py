@@ -12,7 +12,7 @@ import math
 import struct
 from typing import Any
 
-from tg_core.device import Renderer
+from tg_core.device import Renderer, RendererCaps
 from tg_core.dtype import AddrSpace, DType, dtypes
 from tg_core.uop import GroupOp, Ops
 from tg_core.uop.ops import AxisType, UOp
@@ -179,21 +179,15 @@ def _contractible(uops: list[UOp]) -> set[UOp]:
   return ret
 
 class LLVMRenderer(Renderer):
-  """Renders the linear program to LLVM IR for the host CPU (loops only: no grid, no locals)."""
-  factory = "tg_cpu_x86.renderer:LLVMRenderer"  # matches the manifest's RendererSpec, so discovery doesn't list it twice
+  """Renders the linear program to LLVM IR for the host CPU (loops only: no grid, no locals). The CPU device fills in the
+  host's vector width and arch (see tg_cpu_x86.device)."""
   device = "CPU"
-  suffix = "LLVM"
-  has_local = False
-  has_shared = False
-  global_max = None
-  local_max = None
-  supports_float4 = False
-  vector_upcast = True
-  default_opts = True
-  native_transcendentals = frozenset({Ops.SQRT, Ops.RECIPROCAL})
-
-  def supported_dtypes(self) -> set[DType]:
-    return {dtypes.bool, *_INT_BITS, dtypes.float32, dtypes.float64}
+  # float16/bfloat16/fp8 are emulated by the core; upcast axes become LLVM vectors; one thread runs the whole kernel as
+  # loops, so big reduce kernels take big register tiles and transposes a cache-friendly upcast; EXP2/LOG2/SIN come
+  # from the core's approximations (LLVM's would call libm)
+  caps = RendererCaps(native_dtypes=frozenset({dtypes.bool, *_INT_BITS, dtypes.float32, dtypes.float64}), vector_upcast=True,
+                      has_grid=False, has_local=False, local_max=(1,), shared_max=0, native_transcendentals=frozenset({Ops.SQRT, Ops.RECIPROCAL}),
+                      big_reduce_tile=(16, 8), transpose_tile=4)
 
   def render(self, uops: list[UOp]) -> str: return _KernelWriter(uops).render()
 
