@@ -10,7 +10,8 @@ import pytest
 from tg_core.device import (ArchUnsupportedError, Compiled, Device, DeviceError, DeviceNotFoundError, DevTargetError, InterfaceUnsupportedError,
                             Renderer, RendererCaps, RendererNotFoundError, did_you_mean)
 from tg_core.helpers import Context
-from tg_core.runtime.ops_python import PythonAllocator, PythonCompiler, PythonProgram, PythonRenderer
+from tg_core.renderer.python import PythonRenderer
+from tg_core.runtime.ops_python import PythonAllocator, PythonCompiler, PythonProgram
 from tg_core.tensor import Tensor
 
 HAS_CPU = importlib.util.find_spec("tg_cpu_x86") is not None

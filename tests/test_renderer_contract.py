@@ -16,7 +16,8 @@ from tg_core.device import RENDERER_CONTRACT, Compiled, Device, Renderer, Render
 from tg_core.dtype import dtypes
 from tg_core.engine.realize import _runner_cache
 from tg_core.helpers import BEAM, DEBUG, EMULATED_DTYPES, NOOPT, SPEC, TRACK_MATCH_STATS, TRANSCENDENTAL, Context, ContextVar
-from tg_core.runtime.ops_python import PythonAllocator, PythonCompiler, PythonProgram, PythonRenderer
+from tg_core.renderer.python import PythonRenderer
+from tg_core.runtime.ops_python import PythonAllocator, PythonCompiler, PythonProgram
 from tg_core.schedule import create_schedule
 from tg_core.tensor import Tensor
 from tg_core.testing.strict import RendererContractError, StrictRenderer

@@ -8,10 +8,10 @@ from typing import Any
 
 import numpy as np
 
-from tg_core.device import Compiled, Compiler, LRUAllocator, Renderer, RendererCaps
+from tg_core.device import Compiled, Compiler, LRUAllocator
+from tg_core.renderer.python import PythonRenderer
 from tg_core.dtype import AddrSpace, DType, _to_np_storage, dtypes
 from tg_core.uop import GroupOp, Ops
-from tg_core.uop.ops import UOp
 
 # *** numpy storage for dtypes numpy lacks: bfloat16 and fp8 compute as float32, rounded on every produce ***
 def _bf16_to_f32(bits: np.ndarray) -> np.ndarray: return (np.asarray(bits).astype(np.uint32) << 16).view(np.float32)
@@ -129,19 +129,7 @@ def threefry2x32(x: np.ndarray, key: np.ndarray) -> np.ndarray:
       x1 = x1 + ks[(i + 2) % 3] + np.uint32(i + 1)
   return (x1.astype(np.uint64) << np.uint64(32)) | x0.astype(np.uint64)
 
-# *** renderer / compiler / program ***
-class PythonRenderer(Renderer):
-  device = "PYTHON"
-  # every dtype natively (numpy storage, bfloat16/fp8 rounded on every produce); the grid and workgroup indices are
-  # numpy axes; no shared memory; kernels run as written (upcasting only adds interpreted ops); a REDUCE spanning at
-  # most 2^24 elements (grid included) runs as one numpy reduction over extra axes
-  caps = RendererCaps(global_max=(1 << 31,) * 16, local_max=(1 << 31,) * 3, shared_max=0, default_opts=False, native_reduce_limit=1 << 24)
-  def render(self, uops: list[UOp]) -> str:
-    idx = {u: i for i, u in enumerate(uops)}
-    prog = [(u.op, u.dtype, tuple(idx[s] for s in u.src), u.arg) for u in uops]
-    listing = "\n".join(f"# {i:4d} {op.name:12s} {dt!r:28s} {src} {arg!r}" for i, (op, dt, src, arg) in enumerate(prog))
-    return listing + "\n" + base64.b64encode(pickle.dumps(prog)).decode()
-
+# *** compiler / program (the renderer is tg_core/renderer/python.py) ***
 class PythonCompiler(Compiler):
   def compile(self, src: str) -> bytes: return base64.b64decode(src.rsplit("\n", 1)[-1])
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 from typing import Any
 
 from tg_core.device import Compiled, LRUAllocator, RendererCaps
-from tg_core.runtime.ops_python import PythonCompiler, PythonProgram, PythonRenderer
+from tg_core.renderer.python import PythonRenderer
+from tg_core.runtime.ops_python import PythonCompiler, PythonProgram
 
 class TemplateAllocator(LRUAllocator):
   def _alloc(self, size: int, options: Any = None) -> memoryview: return memoryview(bytearray(size))
