@@ -2,12 +2,11 @@
 and `Compiled` (an opened device: allocator, renderers, compiler, runtime)."""
 from __future__ import annotations
 import hashlib
-import sqlite3
 from typing import Any, ClassVar, Protocol, Sequence
 
 from tg_core.helpers import CACHELEVEL
 from tg_core.dev.buffer import Allocator
-from tg_core.dev.diskcache import _COMPILE_TABLE, _db_run
+from tg_core.dev.diskcache import compiled_get, compiled_put
 from tg_core.dev.errors import ArchUnsupportedError, RendererNotFoundError, did_you_mean
 from tg_core.renderer import Renderer
 
@@ -24,17 +23,12 @@ class Compiler:
     use_disk = self.cachekey is not None and CACHELEVEL >= 1
     h = hashlib.sha256(src.encode()).hexdigest()
     lib = None
-    if use_disk:
-      row = _db_run(lambda c: c.execute(f"SELECT lib FROM {_COMPILE_TABLE} WHERE cachekey=? AND src_hash=?", (self.cachekey, h)).fetchone())
-      lib = bytes(row[0]) if row is not None else None
+    if use_disk: lib = compiled_get(self.cachekey, h)  # type: ignore[arg-type]
     if lib is None:
       lib = self.compile(src)
       if not isinstance(lib, (bytes, bytearray)): raise TypeError(f"{type(self).__name__}.compile must return bytes, got {type(lib).__name__}")
       lib = bytes(lib)
-      if use_disk:
-        def put(c: sqlite3.Connection) -> None:
-          c.execute(f"INSERT OR REPLACE INTO {_COMPILE_TABLE} (cachekey, src_hash, lib) VALUES (?, ?, ?)", (self.cachekey, h, lib)); c.commit()
-        _db_run(put)
+      if use_disk: compiled_put(self.cachekey, h, lib)  # type: ignore[arg-type]
     if CACHELEVEL >= 1: self._mem_cache[src] = lib
     return lib
   def disassemble(self, lib: bytes) -> str | None:

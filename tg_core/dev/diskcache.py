@@ -69,3 +69,12 @@ def diskcache_put(table: str, key: Any, val: Any) -> Any:
     c.execute("INSERT OR REPLACE INTO kv_v1 (tbl, key, val) VALUES (?, ?, ?)", (table, repr(key), pickle.dumps(val))); c.commit()
   _db_run(put)
   return val
+
+def compiled_get(cachekey: str, src_hash: str) -> bytes | None:
+  """A binary stored by `compiled_put` for this compiler `cachekey` and source hash, or None (see `Compiler.compile_cached`)."""
+  row = _db_run(lambda c: c.execute(f"SELECT lib FROM {_COMPILE_TABLE} WHERE cachekey=? AND src_hash=?", (cachekey, src_hash)).fetchone())
+  return bytes(row[0]) if row is not None else None
+def compiled_put(cachekey: str, src_hash: str, lib: bytes) -> None:
+  def put(c: sqlite3.Connection) -> None:
+    c.execute(f"INSERT OR REPLACE INTO {_COMPILE_TABLE} (cachekey, src_hash, lib) VALUES (?, ?, ?)", (cachekey, src_hash, lib)); c.commit()
+  _db_run(put)
