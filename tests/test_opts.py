@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from tg_core.codegen import get_program
-from tg_core.codegen.opt import KernelOptError, Opt, OptOps, apply_opt, beam_candidates, hand_coded_optimizations
+from tg_core.codegen.opt import KernelOptError, Opt, OptOps, apply_opt, hand_coded_optimizations
+from tg_core.codegen.opt.search import beam_candidates
 from tg_core.device import Device
 from tg_core.engine.realize import buffer_of
 from tg_core.schedule import create_schedule
@@ -105,7 +106,7 @@ def test_conv_heuristic_tiles_cout_and_width():
 
 def test_beam_search_times_candidates_and_caches(monkeypatch, tmp_path):
   # BEAM times real candidates on the device, picks one that is among them, and a second search of the kernel is a cache hit
-  from tg_core.engine import search
+  from tg_core.codegen.opt import search
   monkeypatch.setenv("TG_CACHE_DIR", str(tmp_path))
   items, _ = create_schedule(UOp.sink((Tensor(A) @ Tensor(B)).uop))
   ast, device = items[0].ast, items[0].bufs[0].arg.device

@@ -15,7 +15,7 @@ from tg_core.codegen.opt import Opt, OptOps, hand_coded_optimizations
 from tg_core.device import RENDERER_CONTRACT, Compiled, Device, Renderer, RendererCaps, TensorCore
 from tg_core.dtype import dtypes
 from tg_core.engine.realize import _runner_cache
-from tg_core.helpers import BEAM, DEBUG, EMULATED_DTYPES, NOOPT, SPEC, TRACK_MATCH_STATS, TRANSCENDENTAL, Context, ContextVar
+from tg_core.helpers import BEAM, DEBUG, EMULATED_DTYPES, IGNORE_BEAM_CACHE, NOOPT, SPEC, TRACK_MATCH_STATS, TRANSCENDENTAL, Context, ContextVar
 from tg_core.renderer.python import PythonRenderer
 from tg_core.runtime.ops_python import PythonAllocator, PythonCompiler, PythonProgram
 from tg_core.schedule import create_schedule
@@ -152,7 +152,7 @@ def test_heuristic_follows_the_hints():
 def test_program_key_covers_record_and_knobs():
   ren = PythonRenderer()
   base = program_key(ren)
-  for knob, val in ((NOOPT, 1), (BEAM, 2), (TRANSCENDENTAL, 2), (EMULATED_DTYPES, "float16")):
+  for knob, val in ((NOOPT, 1), (BEAM, 2), (TRANSCENDENTAL, 2), (EMULATED_DTYPES, "float16"), (IGNORE_BEAM_CACHE, 1)):
     with Context(**{knob.key: val}): assert program_key(ren) != base, knob.key
   other = PythonRenderer()
   other.caps = dataclasses.replace(other.caps, vector_width=8)
@@ -178,7 +178,7 @@ def test_noopt_is_in_the_runner_cache_key():
   finally: Device.unregister("TESTOPTS")
 
 # knobs codegen and the engine read that only print or verify, never change the program
-OUTPUT_NEUTRAL = {DEBUG, SPEC, TRACK_MATCH_STATS}
+OUTPUT_NEUTRAL = (DEBUG, SPEC, TRACK_MATCH_STATS)
 
 def test_every_codegen_knob_is_in_the_key():
   """Every ContextVar the codegen and engine modules use is either a CODEGEN_KNOB (in the cache key) or output-neutral."""
@@ -190,7 +190,7 @@ def test_every_codegen_knob_is_in_the_key():
     for node in ast.walk(ast.parse(f.read_text())):
       if isinstance(node, ast.Name) and node.id in knobs: used.add(node.id)
   assert used, "found no knobs at all: the scan is broken"
-  missing = {n for n in used if knobs[n] not in CODEGEN_KNOBS and knobs[n] not in OUTPUT_NEUTRAL}
+  missing = {n for n in used if not any(knobs[n] is k for k in (*CODEGEN_KNOBS, *OUTPUT_NEUTRAL))}  # by identity: ContextVars compare by value
   assert not missing, f"codegen reads {sorted(missing)} but the compile cache key (CODEGEN_KNOBS) does not include them"
 
 # *** no probing ***

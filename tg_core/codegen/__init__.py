@@ -1,14 +1,14 @@
-"""Codegen: kernel AST -> linear program -> source code, for one renderer.
+"""Codegen: kernel AST -> linear program -> source code, for one renderer, driven by its declared `RendererCaps`.
 
-Passes, in order: symbolic simplification of the index arithmetic, grid dims (output loops become SPECIAL grid
-indices on renderers that launch a grid), REDUCE -> register accumulators, weak dtypes -> concrete widths,
-renderer-specific rewrites, then linearization and rendering."""
+`full_rewrite_to_sink` runs the passes (simplification, opts, the UPCAST/UNROLL expander, grid dims, reduce lowering,
+weak dtypes, transcendental approximations, dtype emulation, renderer rules); `get_program` linearizes the result and
+renders it. `program_key` is what, besides the AST, decides the program: the compile cache keys on it."""
 from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from tg_core.dtype import AddrSpace, dtypes
-from tg_core.helpers import BEAM, DEBUG, EMULATED_DTYPES, NOOPT, SPEC, TRANSCENDENTAL, ContextVar, prod
+from tg_core.helpers import BEAM, DEBUG, EMULATED_DTYPES, IGNORE_BEAM_CACHE, NOOPT, SPEC, TRANSCENDENTAL, ContextVar, prod
 from tg_core.uop import GroupOp, Ops
 from tg_core.uop.ops import UOp
 from tg_core.uop.rewrite import graph_rewrite
@@ -17,7 +17,8 @@ from tg_core.codegen.transcendental import rewrite_transcendental
 from tg_core.codegen.dtype_emulation import emulated_dtypes, rewrite_emulated_dtypes
 from tg_core.codegen.lowerer import ReduceContext, add_gpudims, lower_weak, merge_ends, pm_lower_reduce
 from tg_core.codegen.valid import pm_index_given_valid
-from tg_core.codegen.opt import KernelOptError, Opt, OptOps, apply_opts, expand_upcasts, hand_coded_optimizations
+from tg_core.codegen.expander import expand_upcasts
+from tg_core.codegen.opt import KernelOptError, Opt, OptOps, apply_opts, hand_coded_optimizations
 
 if TYPE_CHECKING:
   from tg_core.device import Renderer
@@ -43,9 +44,10 @@ def _symbolic():
   from tg_core.uop.symbolic import symbolic
   return symbolic
 
-# The knobs whose value changes the program codegen (and the engine's choice of opts) produces for a kernel: the compile
-# cache keys on them (`program_key`). DEBUG, SPEC and TRACK_MATCH_STATS are read too but only print or check.
-CODEGEN_KNOBS: tuple[ContextVar, ...] = (NOOPT, BEAM, TRANSCENDENTAL, EMULATED_DTYPES)
+# The knobs whose value changes the program codegen (and the engine's choice of opts: BEAM, IGNORE_BEAM_CACHE) produces
+# for a kernel: the compile cache keys on them (`program_key`). DEBUG, SPEC and TRACK_MATCH_STATS are read too but only
+# print or check (tests/test_renderer_contract.py scans codegen, engine and uop for any other).
+CODEGEN_KNOBS: tuple[ContextVar, ...] = (NOOPT, BEAM, IGNORE_BEAM_CACHE, TRANSCENDENTAL, EMULATED_DTYPES)
 
 def program_key(ren: Renderer) -> tuple:
   """What, besides the kernel AST, decides the program made for `ren`: its class, its declared record and the codegen knobs."""
@@ -81,15 +83,30 @@ def _native_reduce_filter(sink: UOp, ren: Renderer):  # type: ignore[no-untyped-
     return all(isinstance(x, int) for x in sizes) and not nested and grid * prod(sizes) <= limit
   return keep
 
+def _vector_dtypes(ren: Renderer) -> set | None:
+  """The dtypes the expander may make vectors of: the target's native ones (and the weak index int), None without vector_upcast."""
+  return (set(ren.caps.native_dtypes) - emulated_dtypes(ren)) | {dtypes.weakint} if ren.caps.vector_upcast else None
+
 def full_rewrite_to_sink(ast: UOp, ren: Renderer, opts: list[Opt] | None = None) -> UOp:
-  sink = graph_rewrite(graph_rewrite(ast, _symbolic(), name="simplify kernel"), pm_index_given_valid, name="index given valid")
-  vector_dtypes = (set(ren.caps.native_dtypes) - emulated_dtypes(ren)) | {dtypes.weakint} if ren.caps.vector_upcast else None
-  sink = expand_upcasts(apply_opts(sink, check_opts(choose_opts(sink, ren) if opts is None else opts, ren)), vector_dtypes)
+  """Kernel AST -> the program the linearizer orders, for `ren`. One named pass per line, in order:
+  simplify the index arithmetic; drop index math its validity implies; apply the opts (`opts`, else the kernel's own or
+  the heuristic's, checked against `ren.caps`); expand UPCAST/UNROLL into straight-line code (vectors with
+  caps.vector_upcast); output loops -> grid indices (caps.has_grid); REDUCE -> register accumulators, except the ones
+  the renderer reduces whole (caps.native_reduce_limit); merge the ENDs of one range; simplify again; the weak index
+  int -> int32/int64; approximate the EXP2/LOG2/SIN the target lacks (caps.native_transcendentals); emulate the small
+  floats it lacks (caps.native_dtypes); the renderer's own rules (caps.extra_matcher). With SPEC the result is checked
+  against spec_program."""
+  sink = graph_rewrite(ast, _symbolic(), name="simplify kernel")
+  sink = graph_rewrite(sink, pm_index_given_valid, name="index given valid")
+  sink = apply_opts(sink, check_opts(choose_opts(sink, ren) if opts is None else opts, ren))
+  sink = expand_upcasts(sink, _vector_dtypes(ren))
   sink = add_gpudims(sink, ren.caps.global_max if ren.caps.has_grid else None)
-  sink = merge_ends(graph_rewrite(sink, pm_lower_reduce, ctx=ReduceContext(_native_reduce_filter(sink, ren)), name="lower reduce"))
+  sink = graph_rewrite(sink, pm_lower_reduce, ctx=ReduceContext(_native_reduce_filter(sink, ren)), name="lower reduce")
+  sink = merge_ends(sink)
   sink = graph_rewrite(sink, _symbolic(), name="simplify lowered")
   sink = lower_weak(sink)
-  sink = rewrite_emulated_dtypes(rewrite_transcendental(sink, ren), ren)  # approximate missing EXP2/LOG2/SIN, emulate missing dtypes
+  sink = rewrite_transcendental(sink, ren)
+  sink = rewrite_emulated_dtypes(sink, ren)
   if (extra := ren.caps.extra_matcher) is not None: sink = graph_rewrite(sink, extra, ctx=ren, name="renderer rewrites")
   if SPEC:
     from tg_core.uop.spec import spec_program, verify_if_spec

@@ -152,4 +152,8 @@ def store_stride(body: UOp, rng: UOp) -> int | None:
   strides = set(access_strides(body, rng, Ops.STORE))
   return strides.pop() if len(strides) == 1 and None not in strides else None
 
-__all__ = ["CantVectorize", "vectorize", "affine", "access_strides", "store_stride"]
+def loads_contiguous(x: UOp, r: UOp, inside: list[UOp] | None = None) -> bool:
+  """Does some load in x read consecutive elements along r (counting only loads that vary with a range of `inside`)?"""
+  return 1 in access_strides(x, r, Ops.LOAD, inside)
+
+__all__ = ["CantVectorize", "vectorize", "affine", "access_strides", "store_stride", "loads_contiguous"]

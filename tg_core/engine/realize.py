@@ -42,7 +42,7 @@ def get_runner(device: str, ast: UOp) -> CompiledRunner:
   if (r := _runner_cache.get(key)) is None:
     opts = None
     if BEAM >= 1 and ast.arg is not None and ast.arg.opts_to_apply is None:
-      from tg_core.engine.search import beam_search
+      from tg_core.codegen.opt.search import beam_search
       opts = beam_search(ast, device, BEAM.value)
     r = _runner_cache[key] = CompiledRunner(device, ast, opts)
   return r

@@ -1,15 +1,37 @@
 """BEAM search: time candidate optimizations of a kernel on its device and keep the fastest (cached on disk)."""
 from __future__ import annotations
+import itertools
 import time
 
 import numpy as np
 
-from tg_core.codegen.opt import Opt, beam_candidates
+from tg_core.codegen.opt.apply import KernelOptError, Opt, OptOps, apply_opt, axis_index, kernel_axes
 from tg_core.device import Buffer, Device, diskcache_get, diskcache_put
 from tg_core.dtype import AddrSpace, _to_np_storage
 from tg_core.helpers import DEBUG, IGNORE_BEAM_CACHE, tqdm_iter
 from tg_core.uop import Ops
-from tg_core.uop.ops import UOp
+from tg_core.uop.ops import AxisType, UOp
+
+def beam_candidates(ast: UOp) -> list[list[Opt]]:
+  """Opt lists BEAM search times: combinations of upcasts of the last two output axes and an unroll of the last
+  reduce axis. Each list is valid for `ast` (built by applying it)."""
+  axes = kernel_axes(ast)
+  out_ids = [r.arg[0] for r in axes if r.arg[1] in (AxisType.LOOP, AxisType.GLOBAL)][-2:]
+  red_ids = [r.arg[0] for r in axes if r.arg[1] is AxisType.REDUCE][-1:]
+  cands: list[list[Opt]] = []
+  amts = (1, 2, 4, 8)
+  for ups in itertools.product(amts, repeat=len(out_ids)):
+    for un in (amts if red_ids else (1,)):
+      cur, opts = ast, []
+      try:
+        for aid, n in [*zip(out_ids, ups)] + ([(red_ids[0], un)] if red_ids else []):
+          if n == 1: continue
+          o = Opt(OptOps.UNROLL if red_ids and aid == red_ids[0] else OptOps.UPCAST, axis_index(cur, aid), n)
+          cur = apply_opt(cur, o)
+          opts.append(o)
+      except KernelOptError: continue
+      cands.append(opts)
+  return cands
 
 def _time_program(device: str, ast: UOp, opts: list[Opt], bufs: list[Buffer], var_vals: dict[str, int], runs: int = 3) -> float:
   from tg_core.engine.realize import CompiledRunner

@@ -1,0 +1,91 @@
+"""Applying kernel optimizations: a list of `Opt`s applied to a kernel AST's ranges.
+
+Ranges are numbered in `kernel_axes` order: output (LOOP) ranges first, then reduce ranges, each by axis id.
+UPCAST splits an output range and computes `amt` outputs per thread; UNROLL splits a reduce range and folds `amt`
+reduce steps into one loop iteration; LOCAL splits an output range into a workgroup dimension."""
+from __future__ import annotations
+import functools
+from dataclasses import dataclass
+from enum import Enum, auto
+
+from tg_core.dtype import dtypes
+from tg_core.uop import Ops
+from tg_core.uop.ops import AxisType, KernelInfo, UOp
+from tg_core.uop.pattern import PatternMatcher, UPat
+from tg_core.uop.rewrite import graph_rewrite
+
+class OptOps(Enum):
+  UPCAST = auto(); UNROLL = auto(); LOCAL = auto(); NOLOCALS = auto()  # noqa: E702
+  def __repr__(self) -> str: return f"OptOps.{self.name}"
+
+@dataclass(frozen=True, order=True)
+class Opt:
+  op: OptOps
+  axis: int | None = None
+  arg: int | None = None
+  def __repr__(self) -> str: return f"Opt(op={self.op!r}, axis={self.axis}, arg={self.arg})"
+
+class KernelOptError(Exception):
+  """An Opt that does not apply to this kernel (bad axis, size not divisible, ...)."""
+
+_KIND_ORDER = {AxisType.GLOBAL: 0, AxisType.LOOP: 0, AxisType.LOCAL: 1, AxisType.UPCAST: 2, AxisType.REDUCE: 3, AxisType.UNROLL: 4}
+
+def kernel_axes(ast: UOp) -> list[UOp]:
+  """The kernel's RANGEs: output ranges, then reduce ranges; in each kind by axis id."""
+  rngs = [u for u in ast.toposort() if u.op is Ops.RANGE]
+  return sorted(rngs, key=lambda r: (_KIND_ORDER.get(r.arg[1], 5), r.arg[0]))
+
+def _range_size(r: UOp) -> int:
+  if r.src[0].op is not Ops.CONST: raise KernelOptError("symbolic range size")
+  return int(r.src[0].arg)
+
+def apply_opt(ast: UOp, opt: Opt) -> UOp:
+  axes = kernel_axes(ast)
+  if opt.op is OptOps.NOLOCALS: return ast.replace(arg=_with_opts(ast.arg, opt, dont_use_locals=True))
+  if opt.axis is None or not 0 <= opt.axis < len(axes): raise KernelOptError(f"axis {opt.axis} out of range for {len(axes)} axes")
+  r = axes[opt.axis]
+  size, amt = _range_size(r), opt.arg or 0
+  want = {OptOps.UPCAST: (AxisType.LOOP, AxisType.GLOBAL), OptOps.LOCAL: (AxisType.LOOP, AxisType.GLOBAL), OptOps.UNROLL: (AxisType.REDUCE,)}[opt.op]
+  if r.arg[1] not in want: raise KernelOptError(f"{opt.op} needs an axis of type {want}, axis {opt.axis} is {r.arg[1]}")
+  if amt == 0: amt = size
+  if amt <= 1 or size % amt != 0: raise KernelOptError(f"{opt.op} by {amt} doesn't divide axis {opt.axis} of size {size}")
+  if opt.op in (OptOps.UPCAST, OptOps.UNROLL) and amt > 32: raise KernelOptError(f"{opt.op} by {amt} is too large")
+  new_type = {OptOps.UPCAST: AxisType.UPCAST, OptOps.UNROLL: AxisType.UNROLL, OptOps.LOCAL: AxisType.LOCAL}[opt.op]
+  next_id = max(x.arg[0] for x in axes) + 1
+  inner = UOp.range(amt, next_id, new_type, r.dtype)
+  if amt == size: repl, outer = inner, None
+  else:
+    outer = UOp.range(size // amt, r.arg[0], r.arg[1], r.dtype)
+    repl = outer * amt + inner
+  ret = ast.substitute({r: repl})
+  # the ENDs that closed r now close the new ranges (outer first)
+  ret = graph_rewrite(ret, PatternMatcher([(UPat(Ops.END, name="e"), functools.partial(_fix_end, old=repl, new=(outer, inner))),
+                                           (UPat(Ops.REDUCE, name="e"), functools.partial(_fix_reduce, old=repl, new=(outer, inner)))]), name="fix ends")
+  return ret.replace(arg=_with_opts(ret.arg, opt))
+
+def _fix_end(e: UOp, old: UOp, new: tuple[UOp | None, UOp]) -> UOp | None:
+  if old not in e.src[1:]: return None
+  body = e.src[0]
+  rest = [s for s in e.src[1:] if s is not old]
+  if rest: body = UOp(Ops.END, dtypes.void, (body, *rest))
+  if (outer := new[0]) is None: return UOp(Ops.END, dtypes.void, (body, new[1]))
+  return UOp(Ops.END, dtypes.void, (UOp(Ops.END, dtypes.void, (body, new[1])), outer))
+
+def _fix_reduce(e: UOp, old: UOp, new: tuple[UOp | None, UOp]) -> UOp | None:
+  if old not in e.src[1:]: return None
+  rngs = [x for s in e.src[1:] for x in ((s,) if s is not old else tuple(n for n in new if n is not None))]
+  return UOp(Ops.REDUCE, e.dtype, (e.src[0], *rngs), e.arg)
+
+def _with_opts(info: KernelInfo | None, opt: Opt, **kw: object) -> KernelInfo:
+  info = info or KernelInfo()
+  return KernelInfo(info.name, info.axis_types, kw.get("dont_use_locals", info.dont_use_locals), info.applied_opts + (opt,), info.opts_to_apply)  # type: ignore[arg-type]
+
+def apply_opts(ast: UOp, opts: list[Opt] | tuple[Opt, ...]) -> UOp:
+  for o in opts: ast = apply_opt(ast, o)
+  return ast
+
+def axis_index(ast: UOp, axis_id: int) -> int:
+  """The current index (in kernel_axes order) of the range with this axis id; splitting keeps the outer range's id."""
+  for i, r in enumerate(kernel_axes(ast)):
+    if r.arg[0] == axis_id: return i
+  raise KernelOptError(f"no range with axis id {axis_id}")
