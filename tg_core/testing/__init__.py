@@ -3,4 +3,4 @@
     pytest --pyargs tg_core.testing --tg-device=CPU
 
 References are numpy. A device declares what it does not support with `Compiled.unsupported` (feature -> reason)
-and its renderer's `supported_dtypes()`; those tests skip with that reason and everything else must pass."""
+and its renderer's `caps.native_dtypes`; those tests skip with that reason and everything else must pass."""

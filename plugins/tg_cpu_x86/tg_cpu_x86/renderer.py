@@ -48,7 +48,7 @@ def ltype(dt: DType, mem: bool = False) -> str:
   if s == dtypes.bool: base = "i8" if mem else "i1"
   elif s in _INT_BITS: base = f"i{_INT_BITS[s]}"
   elif s in _FLOAT_T: base = _FLOAT_T[s]
-  else: raise NotImplementedError(f"the LLVM renderer has no type for {dt} (it is emulated by the core, see supported_dtypes)")
+  else: raise NotImplementedError(f"the LLVM renderer has no type for {dt} (it is emulated by the core, see caps.native_dtypes)")
   return base if dt.count == 1 else f"<{dt.count} x {base}>"
 
 def _suffix(dt: DType) -> str:
