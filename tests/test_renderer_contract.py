@@ -87,6 +87,7 @@ def test_caps_validation():
   with pytest.raises(ValueError, match="arch"): RendererCaps(archs=("sm_80",), arch="sm_90")
   with pytest.raises(ValueError, match="tensor_cores"): RendererCaps(tensor_cores=((16, 8, 16),))  # type: ignore[arg-type]
   with pytest.raises(ValueError, match="dims"): TensorCore((16, 8), dtypes.half, dtypes.float)  # type: ignore[arg-type]
+  with pytest.raises(ValueError, match="DType"): TensorCore((16, 8, 16), "half", dtypes.float)  # type: ignore[arg-type]
   tc = TensorCore((16, 8, 16), dtypes.half, dtypes.float)
   assert RendererCaps(tensor_cores=(tc,)).tensor_cores[0].threads == 32
   assert RendererCaps(native_dtypes=frozenset({dtypes.float32})).emulated_dtypes() == {dtypes.float16, dtypes.bfloat16, dtypes.fp8e4m3, dtypes.fp8e5m2}

@@ -25,6 +25,8 @@ class TensorCore:
   def __post_init__(self) -> None:
     if len(self.dims) != 3 or not all(isinstance(d, int) and d > 0 for d in self.dims):
       raise ValueError(f"TensorCore dims must be 3 positive ints (M, N, K), got {self.dims}")
+    if not (isinstance(self.dtype_in, DType) and isinstance(self.dtype_out, DType)):
+      raise ValueError(f"TensorCore dtype_in and dtype_out must be DTypes, got {self.dtype_in!r}, {self.dtype_out!r}")
     if not isinstance(self.threads, int) or self.threads <= 0: raise ValueError(f"TensorCore threads must be a positive int, got {self.threads}")
 
 @dataclass(frozen=True)
