@@ -24,7 +24,19 @@ def _find_nvrtc() -> str | None:
   return None
 
 
+def _fp16_include_dir() -> str | None:
+  """NVRTC from PyPI ships no cuda_fp16.h: take it from PyPI's CUDA runtime headers or an installed toolkit."""
+  cands = []
+  try:
+    import nvidia
+    cands += [os.path.join(d, sub, "include") for d in nvidia.__path__ for sub in sorted(os.listdir(d))]
+  except ImportError: pass
+  cands += sorted(glob.glob("/usr/local/cuda*/include"))
+  return next((c for c in cands if os.path.exists(os.path.join(c, "cuda_fp16.h"))), None)
+
+
 NVRTC_PATH = _find_nvrtc()
+FP16_INCLUDE = _fp16_include_dir()
 NVCC = shutil.which("nvcc")
 PTXAS = shutil.which("ptxas")
 
@@ -33,7 +45,7 @@ def _nvrtc_compile(src: str, arch: str) -> str:
   lib = ctypes.CDLL(NVRTC_PATH)
   prog = ctypes.c_void_p()
   assert lib.nvrtcCreateProgram(ctypes.byref(prog), src.encode(), b"k.cu", 0, None, None) == 0
-  opts = [f"--gpu-architecture=compute_{arch[3:]}".encode(), b"-default-device"]
+  opts = [f"--gpu-architecture=compute_{arch[3:]}".encode(), b"-default-device"] + ([f"-I{FP16_INCLUDE}".encode()] if FP16_INCLUDE else [])
   opts_arr = (ctypes.c_char_p * len(opts))(*opts)
   rc = lib.nvrtcCompileProgram(prog, len(opts), opts_arr)
   if rc != 0:
@@ -60,7 +72,7 @@ def _nvcc_compile(src: str, arch: str) -> str:
 
 def cuda_to_ptx(src: str, arch: str = "sm_80") -> str:
   """CUDA C -> PTX the way users get it (NVRTC from PyPI's nvidia-cuda-nvrtc); nvcc when only that is installed."""
-  if NVRTC_PATH: return _nvrtc_compile(src, arch)
+  if NVRTC_PATH and (FP16_INCLUDE or "cuda_fp16.h" not in src): return _nvrtc_compile(src, arch)
   if NVCC: return _nvcc_compile(src, arch)
   pytest.skip("neither NVRTC (pip install nvidia-cuda-nvrtc) nor nvcc is available to compile CUDA C to PTX")
 

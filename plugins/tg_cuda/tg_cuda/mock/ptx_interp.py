@@ -306,7 +306,8 @@ def _b_binary(c: _Ctx) -> Callable:
   t = c.type_of()
   mods = set(ins.mods)
   c.check_mods({"rn", "rz", "rm", "rp", "ftz", "sat", "lo", "hi", "wide", "NaN", "approx", "full", "cc"})
-  if mods & {"rz", "rm", "rp"} and op in ("add", "sub", "mul", "div") and t in FLOATS: raise c.unsupported("directed rounding on float arithmetic")
+  directed = sorted(mods & {"rz", "rm", "rp"})
+  if directed and (t != "f32" or op not in ("add", "sub", "mul")): raise c.unsupported(f"directed rounding .{directed[0]} on {op}.{t}")
   if "cc" in mods: raise c.unsupported("carry (.cc)")
   if t in ("f16x2", "bf16x2"): return _packed(c, t, _b_binary)
   out_t = t
@@ -326,6 +327,12 @@ def _b_binary(c: _Ctx) -> Callable:
       f = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "min": lambda a, b: _fmin(a, b, nan), "max": lambda a, b: _fmax(a, b, nan),
            "copysign": lambda a, b: np.copysign(b, a)}.get(op)
       if f is None: raise c.unsupported(f"{op} on .{t}")
+
+    if directed:   # the exact result as an f64 pair, rounded once in the asked direction
+      def f(a, b, _op=op, _mode=directed[0]):
+        x, y = a.astype(np.float64), b.astype(np.float64)
+        s, e = (nx.two_sum(x, y if _op == "add" else -y)) if _op != "mul" else (x * y, np.zeros(np.shape(x * y)))
+        return nx.round_exact_directed_f32(np.asarray(s), np.asarray(e), _mode)
 
     def fop(a, b):
       r = fz(f(fz(dec(a)), fz(dec(b))))
@@ -405,14 +412,20 @@ def _b_fma(c: _Ctx) -> Callable:
   mods = set(ins.mods)
   if t in ("f16x2", "bf16x2"): return _packed(c, t, _b_fma)
   if t in FLOATS:
-    c.check_mods({"rn", "ftz", "sat"})
-    if ins.op == "mad" and t == "f32" and "rn" not in mods: raise c.unsupported("mad.f32 without a rounding modifier")
+    c.check_mods({"rn", "rz", "rm", "rp", "ftz", "sat"})
+    mode = next((m for m in ("rn", "rz", "rm", "rp") if m in mods), None)
+    if mode is None: raise c.unsupported(f"{ins.op}.{t} without a rounding modifier")
+    if mode != "rn" and t != "f32": raise c.unsupported(f"directed rounding .{mode} on {ins.op}.{t}")
     dec = _fdec(t)
     fz = _ftz_if("ftz" in mods)
     sat = "sat" in mods
 
     def f(a, b, cc):
-      r = nx.fma_exact(fz(dec(a)), fz(dec(b)), fz(dec(cc)), t)
+      if mode != "rn":
+        x, y, z = fz(dec(a)), fz(dec(b)), fz(dec(cc))
+        s_, e_ = nx.two_sum(x.astype(np.float64) * y.astype(np.float64), np.asarray(z, np.float64))
+        r = nx.round_exact_directed_f32(s_, e_, mode)
+      else: r = nx.fma_exact(fz(dec(a)), fz(dec(b)), fz(dec(cc)), t)
       r = fz(r)
       if sat: r = _sat01(r)
       if t == "f16": return r.astype(np.float16)

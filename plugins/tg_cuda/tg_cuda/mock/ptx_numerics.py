@@ -109,3 +109,21 @@ def sdivmod(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
   r = np.where(a < 0, zero - ur, ur).view(a.dtype)
   bz = b == 0
   return np.where(bz, np.array(-1, a.dtype), q), np.where(bz, a, r)
+
+
+def round_exact_directed_f32(s: np.ndarray, err: np.ndarray, mode: str) -> np.ndarray:
+  """Rounds the exact value s + err to f32 with rz/rm/rp (rn: round_exact_to_f32)."""
+  if mode == "rn": return round_exact_to_f32(s, err)
+  r = s.astype(np.float32)
+  d = r.astype(np.float64) - s            # exact (Sterbenz): r and s are within a factor of 2
+  above, below = np.isfinite(r) & (d > err), np.isfinite(r) & (d < err)   # r > exact / r < exact
+  if mode == "rz": fix, toward = np.where(s > 0, above, below), np.float32(0)
+  elif mode == "rm": fix, toward = above, np.float32(-np.inf)
+  elif mode == "rp": fix, toward = below, np.float32(np.inf)
+  else: raise ValueError(mode)
+  # overflow: RN gives inf where a directed mode keeps the largest finite value
+  big = np.isinf(r) & np.isfinite(s)
+  fmax = np.float32(np.finfo(np.float32).max)
+  keep = big & ((mode == "rz") | ((mode == "rm") & (s > 0)) | ((mode == "rp") & (s < 0)))
+  r = np.where(keep, np.copysign(fmax, s).astype(np.float32), r)
+  return np.where(fix & ~big, np.nextafter(r, toward), r)

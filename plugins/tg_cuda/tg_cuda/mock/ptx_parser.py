@@ -77,6 +77,7 @@ class Module:
 
 
 _COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
+_MODULE_DIRECTIVE = re.compile(r"\.(version|target|address_size)[ \t]+[^\n]*")
 _LABEL = re.compile(r"([A-Za-z_$][\w$]*)\s*:(?!:)")
 _VARDECL = re.compile(r"^\.(shared|local|global|const)\s+(.*)$", re.S)
 _INT = re.compile(r"^-?(0[xX][0-9a-fA-F]+|0[0-7]*|[1-9][0-9]*)U?$")
@@ -127,6 +128,14 @@ class _Parser:
     while i < n:
       while i < n and s[i].isspace(): i += 1
       if i >= n: break
+      dm = _MODULE_DIRECTIVE.match(s, i)
+      if dm:   # .version / .target / .address_size end at the line's end, not at a ';'
+        words = dm.group(0).split()
+        if words[0] == ".version": version = words[1]
+        elif words[0] == ".target": target = words[1].rstrip(",")
+        elif words[1] != "64": raise PTXUnsupportedError(f"PTX line {self.line(i)}: .address_size {words[1]} (only 64 is supported)")
+        i = dm.end()
+        continue
       j = i
       while j < n and s[j] not in ";{": j += 1
       head = s[i:j].strip()
@@ -150,18 +159,18 @@ class _Parser:
       i = j + 1
       words = stmt.split()
       if not words: continue
-      if words[0] == ".version": version = words[1]
-      elif words[0] == ".target": target = words[1].rstrip(",")
-      elif words[0] == ".address_size":
-        if words[1] != "64": raise PTXUnsupportedError(f"PTX line {self.line(i)}: .address_size {words[1]} (only 64 is supported)")
-      else:
-        decl = re.sub(r"^(\.(visible|extern|weak|common)\s+)+", "", stmt)
-        if decl.startswith(".func") or ".func" in decl.split(): funcs.add(decl.split("(")[-2].split()[-1] if "(" in decl else decl.split()[-1]); continue
-        m = _VARDECL.match(decl)
-        if not m: raise self.error(i, f"unknown module-level statement {stmt[:60]!r}")
-        v = self.parse_var(m.group(1), m.group(2), i)
-        gvars[v.name] = v
-    return Module(version, target, kernels, gvars, funcs)
+      decl = re.sub(r"^(\.(visible|extern|weak|common)\s+)+", "", stmt)
+      if decl.startswith(".func") or ".func" in decl.split(): funcs.add(decl.split("(")[-2].split()[-1] if "(" in decl else decl.split()[-1]); continue
+      m = _VARDECL.match(decl)
+      if not m: raise self.error(i, f"unknown module-level statement {stmt[:60]!r}")
+      v = self.parse_var(m.group(1), m.group(2), i)
+      gvars[v.name] = v
+    # module-level .shared variables belong to every kernel's shared window
+    shared = {n: v for n, v in gvars.items() if v.space == "shared"}
+    for k in kernels.values():
+      for n, v in shared.items(): k.variables.setdefault(n, Variable(v.name, v.space, v.size, v.align))
+      self.layout(k)
+    return Module(version, target, kernels, {n: v for n, v in gvars.items() if v.space != "shared"}, funcs)
 
   def parse_var(self, space: str, rest: str, off: int) -> Variable:
     init = None
@@ -227,7 +236,7 @@ class _Parser:
       if j < 0: raise self.error(i, f"statement without ';': {s[i:end].strip()[:60]!r}")
       stmt = " ".join(s[i:j].split())
       if stmt.startswith(".reg"): self.declare_regs(k, scopes[-1], stmt, i)
-      elif stmt.startswith(_IGNORED_BODY_DIRECTIVES): pass
+      elif stmt.split()[0] in _IGNORED_BODY_DIRECTIVES: pass
       elif _VARDECL.match(stmt):
         vm = _VARDECL.match(stmt)
         v = self.parse_var(vm.group(1), vm.group(2), i)
@@ -236,7 +245,12 @@ class _Parser:
       else: pending.append((stmt, i, _Scope(tuple(scopes))))
       i = j + 1
     for stmt, off, scope in pending: k.instrs.append(self.parse_instr(k, stmt, off, scope))
-    # static shared / local layout; extern (dynamic) shared arrays start after the static ones
+    if not k.instrs or k.instrs[-1].op not in ("ret", "exit", "bra"):
+      k.instrs.append(Instr("ret", (), (), None, self.line(end), "ret (implicit at the end of the body)"))
+
+  @staticmethod
+  def layout(k: Kernel) -> None:
+    """Static shared / local offsets; extern (dynamic) shared arrays start after the static ones."""
     sh = lo = 0
     for v in k.variables.values():
       if v.space == "shared" and v.size:
@@ -246,8 +260,6 @@ class _Parser:
     k.shared_size, k.local_size = (sh + 15) // 16 * 16, (lo + 15) // 16 * 16
     for v in k.variables.values():
       if v.space == "shared" and not v.size: v.offset = k.shared_size
-    if not k.instrs or k.instrs[-1].op not in ("ret", "exit", "bra"):
-      k.instrs.append(Instr("ret", (), (), None, self.line(end), "ret (implicit at the end of the body)"))
 
   def declare_regs(self, k: Kernel, scope: dict[str, int], stmt: str, off: int) -> None:
     words = stmt.replace(",", " ").split()
