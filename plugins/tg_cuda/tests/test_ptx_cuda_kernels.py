@@ -189,7 +189,8 @@ def test_float_to_int_saturates(gpu):
 
 
 def test_half_and_bfloat16(gpu):
-  x = np.concatenate([np.linspace(-70000, 70000, 41), [1e-8, -3e-6, 6.1e-5, 65504, 65520, 65519.9, np.inf, -np.inf, np.nan, 1.0009765625, 3.3895e38]]).astype(np.float32)
+  x = np.concatenate([np.linspace(-70000, 70000, 41),
+                      [1e-8, -3e-6, 6.1e-5, 65504, 65520, 65519.9, np.inf, -np.inf, np.nan, 1.0009765625, 3.3895e38]]).astype(np.float32)
   x = np.concatenate([x, np.random.default_rng(7).standard_normal(64).astype(np.float32)])
   n = len(x)
   px, ph, pb, pk, p2 = gpu.upload(x), gpu.empty(n * 2), gpu.empty(n * 2), gpu.empty(n * 12), gpu.empty(n * 4)

@@ -388,4 +388,5 @@ def load_driver(interface: str) -> object:
   if interface == "MOCK": return MockCUDA()
   if interface: raise ValueError(f"unknown CUDA driver interface {interface!r} (expected 'MOCK' or '')")
   try: return ctypes.CDLL("libcuda.so.1")
-  except OSError as e: raise DeviceUnavailableError(f"CUDA: libcuda.so.1 (the NVIDIA driver) cannot be loaded ({e}); use DEV=MOCK+CUDA to run on the PTX interpreter") from e
+  except OSError as e:
+    raise DeviceUnavailableError(f"CUDA: libcuda.so.1 (the NVIDIA driver) cannot be loaded ({e}); DEV=MOCK+CUDA runs on the PTX interpreter") from e

@@ -80,7 +80,9 @@ def _fdec(t: str) -> Callable:
 
 def _fenc(t: str, mode: str = "rn") -> Callable:
   if t == "bf16": return lambda x: nx.f32_to_bf16(x, mode)
-  if t == "f16": return lambda x: np.asarray(x, np.float32).astype(np.float16) if mode == "rn" else nx.round_f64_directed(np.asarray(x, np.float64), np.float16, mode)
+  if t == "f16":
+    if mode == "rn": return lambda x: np.asarray(x, np.float32).astype(np.float16)
+    return lambda x: nx.round_f64_directed(np.asarray(x, np.float64), np.float16, mode)
   return lambda x: x
 
 
@@ -697,7 +699,8 @@ def _resolve(st: State, space: str, addr, idx: np.ndarray | None, nbytes: int, i
   elif idx is not None: a = a[idx]
   if space != "generic": return [(*_phys(st, space, a, lanes, nbytes, ins), np.arange(len(a)))]
   parts = []
-  for sp, lo, hi in (("global", GLOBAL_BASE, SHARED_GENERIC), ("shared", SHARED_GENERIC, SHARED_GENERIC + WINDOW), ("local", LOCAL_GENERIC, LOCAL_GENERIC + WINDOW)):
+  windows = (("global", GLOBAL_BASE, SHARED_GENERIC), ("shared", SHARED_GENERIC, SHARED_GENERIC + WINDOW), ("local", LOCAL_GENERIC, LOCAL_GENERIC + WINDOW))
+  for sp, lo, hi in windows:
     sel = (a >= lo) & (a < hi)
     if sel.any():
       pos = np.flatnonzero(sel)
@@ -861,7 +864,8 @@ def _warp_lanes(st: State, m, ins: Instr) -> np.ndarray:
   act = np.ones(st.L, bool) if m is None else np.asarray(m)
   wa = act.reshape(-1, _WARP)
   full, anyw = wa.all(1), wa.any(1)
-  if (anyw & ~full).any(): raise PTXRuntimeError(f"PTX line {ins.line}: `{ins.text}` executed by part of a warp (it is .sync.aligned: all 32 lanes must execute it)")
+  if (anyw & ~full).any():
+    raise PTXRuntimeError(f"PTX line {ins.line}: `{ins.text}` executed by part of a warp (it is .sync.aligned: all 32 lanes must execute it)")
   return np.flatnonzero(full)[:, None] * _WARP + np.arange(_WARP)
 
 
