@@ -741,16 +741,19 @@ def _b_ld(c: _Ctx) -> Callable:
   ra = _addr(c, ins.operands[1])
   dt = _dt(t)
   isz = dt.itemsize
+  if isz * n > 16: raise c.unsupported(f"{isz * n * 8}-bit vector accesses")
   if ins.op == "ldu": space = "global" if space == "generic" else space
 
   def run(st: State, m) -> None:
     idx = None if m is None else np.flatnonzero(m)
     cnt = st.L if idx is None else len(idx)
-    out = np.zeros((cnt, n), dt)
-    for buf, ph, pos in _resolve(st, space, ra(st), idx, isz * n, ins):
-      view = buf.view(dt)
-      e = ph // isz
-      out[pos] = view[e[:, None] + np.arange(n)] if n > 1 else view[e][:, None]
+    parts = _resolve(st, space, ra(st), idx, isz * n, ins)
+    if len(parts) == 1 and len(parts[0][2]) == cnt:   # one state space: gather whole vectors as rows
+      buf, ph, _ = parts[0]
+      out = buf.view(dt).reshape(-1, n)[ph // (isz * n)]
+    else:
+      out = np.zeros((cnt, n), dt)
+      for buf, ph, pos in parts: out[pos] = buf.view(dt).reshape(-1, n)[ph // (isz * n)]
     for i, w in enumerate(ws):
       if idx is None: w(st, out[:, i], None)
       else:
@@ -774,6 +777,7 @@ def _b_st(c: _Ctx) -> Callable:
   ra = _addr(c, ins.operands[0])
   dt = _dt(t)
   isz = dt.itemsize
+  if isz * n > 16: raise c.unsupported(f"{isz * n * 8}-bit vector accesses")
 
   def run(st: State, m) -> None:
     idx = None if m is None else np.flatnonzero(m)
@@ -781,10 +785,7 @@ def _b_st(c: _Ctx) -> Callable:
     vals = np.stack([np.broadcast_to(np.asarray(r(st), dt), (st.L,)) for r in rs], 1)
     if idx is not None: vals = vals[idx]
     for buf, ph, pos in _resolve(st, space, ra(st), idx, isz * n, ins):
-      view = buf.view(dt)
-      e = ph // isz
-      if n > 1: view[(e[:, None] + np.arange(n)).ravel()] = vals[pos].ravel()
-      else: view[e] = vals[pos, 0]
+      buf.view(dt).reshape(-1, n)[ph // (isz * n)] = vals[pos]
   return run
 
 

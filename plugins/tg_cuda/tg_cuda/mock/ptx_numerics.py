@@ -62,8 +62,17 @@ def fma_exact(a: np.ndarray, b: np.ndarray, c: np.ndarray, t: str) -> np.ndarray
   if t == "f64":
     return _fma_f64(a, b, c)
   p = a.astype(np.float64) * b.astype(np.float64)   # exact: at most 48 significant bits
-  s, err = two_sum(p, np.asarray(c, np.float64))
-  if t == "f32": return round_exact_to_f32(s, err)
+  c = np.asarray(c, np.float64)
+  if t == "f32":
+    # rounding the f64 sum to f32 is exact unless the sum sits on an f32 midpoint (low 29 mantissa bits = 1000...0) or
+    # in the f32 subnormal range; only those lanes need the exact error term
+    s = p + c
+    bits = np.asarray(s).view(np.uint64)
+    suspect = ((bits & np.uint64(0x1FFFFFFF)) == np.uint64(0x10000000)) | (np.abs(s) < 2.0 ** -125)
+    if not suspect.any(): return s.astype(np.float32)
+    s, err = two_sum(p, c)
+    return round_exact_to_f32(s, err)
+  s, err = two_sum(p, c)
   return round_exact_to_odd_f32(s, err)               # the caller rounds to f16/bf16 (ties to even)
 
 
