@@ -161,5 +161,68 @@ __global__ void NAME(const T* A, const T* B, const float* C, float* D, int M, in
 MMA_KERNEL(mma_f16, __half, pack_h, "f16")
 MMA_KERNEL(mma_bf16, __nv_bfloat16, pack_b, "bf16")
 
+// m16n8k8 with f16 accumulate: one warp, D(16x8,f16) = A(16x8) @ B(8x8) + C
+__global__ void mma_k8_f16acc(const __half* A, const __half* B, const __half* C, __half* D) {
+  int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  unsigned a[2], b, c[2], dd[2];
+  for (int r = 0; r < 2; r++) a[r] = pack_h(A[(g + 8 * r) * 8 + t * 2], A[(g + 8 * r) * 8 + t * 2 + 1]);
+  b = pack_h(B[(t * 2) * 8 + g], B[(t * 2 + 1) * 8 + g]);
+  for (int r = 0; r < 2; r++) c[r] = pack_h(C[(g + 8 * r) * 8 + t * 2], C[(g + 8 * r) * 8 + t * 2 + 1]);
+  asm volatile("mma.sync.aligned.m16n8k8.row.col.f16.f16.f16.f16 {%0,%1}, {%2,%3}, {%4}, {%5,%6};"
+               : "=r"(dd[0]), "=r"(dd[1]) : "r"(a[0]), "r"(a[1]), "r"(b), "r"(c[0]), "r"(c[1]));
+  for (int r = 0; r < 2; r++) {
+    D[(g + 8 * r) * 8 + t * 2] = __ushort_as_half((unsigned short)(dd[r] & 0xFFFF));
+    D[(g + 8 * r) * 8 + t * 2 + 1] = __ushort_as_half((unsigned short)(dd[r] >> 16));
+  }
+}
+
 __global__ void illegal(float* p) { p[threadIdx.x * 1000000] = 1.0f; }
 }
+
+// the shape of tinygrad's CUDA renderer output: a 4x4 register-tiled matmul with float4 loads, index arithmetic,
+// fully unrolled accumulators, and an elementwise half kernel with a NaN-propagating max and exp2
+#define INFINITY (__int_as_float(0x7f800000))
+#define NAN (__int_as_float(0x7fffffff))
+extern "C" __global__ void __launch_bounds__(16) r_4_4_4_4_16(float* data0, const float* __restrict__ data1, const float* __restrict__ data2) {
+  int gidx0 = blockIdx.x; /* 4 */
+  int gidx1 = blockIdx.y; /* 4 */
+  int lidx0 = threadIdx.x; /* 4 */
+  int lidx1 = threadIdx.y; /* 4 */
+  float acc0 = 0.0f; float acc1 = 0.0f; float acc2 = 0.0f; float acc3 = 0.0f;
+  float acc4 = 0.0f; float acc5 = 0.0f; float acc6 = 0.0f; float acc7 = 0.0f;
+  float acc8 = 0.0f; float acc9 = 0.0f; float acc10 = 0.0f; float acc11 = 0.0f;
+  float acc12 = 0.0f; float acc13 = 0.0f; float acc14 = 0.0f; float acc15 = 0.0f;
+  for (int ridx0 = 0; ridx0 < 64; ridx0++) {
+    int alu0 = ((gidx1*1024)+(lidx1*256)+ridx0);
+    float val0 = *(data1+alu0);
+    float val1 = *(data1+(alu0+64));
+    float val2 = *(data1+(alu0+128));
+    float val3 = *(data1+(alu0+192));
+    float4 val4 = *((float4*)((data2+((gidx0*16)+(lidx0*4)+(ridx0*64)))));
+    acc0 = ((val0*val4.x)+acc0); acc1 = ((val0*val4.y)+acc1); acc2 = ((val0*val4.z)+acc2); acc3 = ((val0*val4.w)+acc3);
+    acc4 = ((val1*val4.x)+acc4); acc5 = ((val1*val4.y)+acc5); acc6 = ((val1*val4.z)+acc6); acc7 = ((val1*val4.w)+acc7);
+    acc8 = ((val2*val4.x)+acc8); acc9 = ((val2*val4.y)+acc9); acc10 = ((val2*val4.z)+acc10); acc11 = ((val2*val4.w)+acc11);
+    acc12 = ((val3*val4.x)+acc12); acc13 = ((val3*val4.y)+acc13); acc14 = ((val3*val4.z)+acc14); acc15 = ((val3*val4.w)+acc15);
+  }
+  int alu1 = ((gidx0*16)+(gidx1*1024)+(lidx0*4)+(lidx1*256));
+  *((float4*)((data0+alu1))) = make_float4(acc0,acc1,acc2,acc3);
+  *((float4*)((data0+(alu1+64)))) = make_float4(acc4,acc5,acc6,acc7);
+  *((float4*)((data0+(alu1+128)))) = make_float4(acc8,acc9,acc10,acc11);
+  *((float4*)((data0+(alu1+192)))) = make_float4(acc12,acc13,acc14,acc15);
+}
+
+extern "C" __global__ void __launch_bounds__(32) E_77(half* data0, const half* __restrict__ data1, const float* __restrict__ data2) {
+  int gidx0 = blockIdx.x;
+  int lidx0 = threadIdx.x;
+  int alu0 = ((gidx0*32)+lidx0);
+  bool alu1 = (alu0<77);
+  half val0 = (alu1?*(data1+alu0):(half)(0.0f));
+  float val1 = (alu1?*(data2+alu0):0.0f);
+  float alu2 = ((float)(val0));
+  float alu3 = (((alu2!=alu2)||(val1!=val1))?NAN:((alu2<val1)?val1:alu2));
+  float alu4 = exp2((alu3*1.4426950408889634f));
+  if (alu1) {
+    *(data0+alu0) = ((half)((alu4*(1.0f/(alu4+1.0f)))));
+  }
+}
+

@@ -263,3 +263,36 @@ def test_illegal_address_is_reported(gpu):
   p = gpu.empty(64)
   with pytest.raises(PTXRuntimeError, match=r"illegal address .*st\.global"):
     gpu.launch(fn(gpu, "illegal"), (1, 1, 1), (32, 1, 1), u64(p))
+
+
+def test_mma_m16n8k8_f16_accumulate(gpu):
+  rng = np.random.default_rng(10)
+  A, B, C = (rng.standard_normal(s).astype(np.float16) for s in ((16, 8), (8, 8), (16, 8)))
+  pa, pb, pc, pd = gpu.upload(A), gpu.upload(B), gpu.upload(C), gpu.empty(16 * 8 * 2)
+  assert "mma.sync.aligned.m16n8k8.row.col.f16.f16.f16.f16" in gpu.ptx
+  gpu.launch(fn(gpu, "mma_k8_f16acc"), (1, 1, 1), (32, 1, 1), u64(pa), u64(pb), u64(pc), u64(pd))
+  ref = A.astype(np.float64) @ B.astype(np.float64) + C.astype(np.float64)
+  np.testing.assert_allclose(gpu.download(pd, (16, 8), np.float16).astype(np.float64), ref, rtol=1e-3, atol=1e-3)
+
+
+def test_tinygrad_style_register_tiled_matmul(gpu):
+  rng = np.random.default_rng(11)
+  a, b = rng.standard_normal((64, 64)).astype(np.float32), rng.standard_normal((64, 64)).astype(np.float32)
+  pa, pb, po = gpu.upload(a), gpu.upload(b), gpu.empty(64 * 64 * 4)
+  gpu.launch(fn(gpu, "r_4_4_4_4_16"), (4, 4, 1), (4, 4, 1), u64(po), u64(pa), u64(pb))
+  np.testing.assert_allclose(gpu.download(po, (64, 64), np.float32), a.astype(np.float64) @ b, rtol=1e-5, atol=1e-5)
+
+
+def test_tinygrad_style_half_elementwise(gpu):
+  rng = np.random.default_rng(12)
+  x = rng.standard_normal(77).astype(np.float16)
+  y = rng.standard_normal(77).astype(np.float32)
+  x[3], y[5], x[7] = np.nan, np.nan, np.inf
+  px, py, po = gpu.upload(x), gpu.upload(y), gpu.empty(96 * 2)
+  gpu.launch(fn(gpu, "E_77"), (3, 1, 1), (32, 1, 1), u64(po), u64(px), u64(py))
+  m = np.where(np.isnan(x) | np.isnan(y), np.nan, np.maximum(x.astype(np.float32), y)).astype(np.float64)
+  e = np.exp2(m * 1.4426950408889634)
+  with np.errstate(all="ignore"): ref = (e / (e + 1)).astype(np.float16)
+  got = gpu.download(po, (96,), np.float16)
+  np.testing.assert_allclose(got[:77].astype(np.float32), ref.astype(np.float32), rtol=2e-3, equal_nan=True)
+  assert (got[77:] == 0).all()   # the predicated store wrote nothing past n
