@@ -565,8 +565,43 @@ def _b_mov(c: _Ctx) -> Callable:
 _RND_INT = {"rni": np.rint, "rzi": np.trunc, "rmi": np.floor, "rpi": np.ceil}
 
 
+def _b_cvt_fp8(c: _Ctx, kind: str) -> Callable:
+  """cvt.rn.satfinite.{e4m3x2,e5m2x2}.{f32,f16x2} and cvt.rn.f16x2.{e4m3x2,e5m2x2} (sm_89+)."""
+  ins = c.ins
+  mods = ins.mods
+  fp8 = f"{kind}x2"
+  w = c.wr(ins.operands[0], "b16" if mods.index(fp8) == len(mods) - 2 else "b32")
+  if "relu" in mods: raise c.unsupported(".relu")
+  if mods[-2] == fp8:   # -> fp8x2: upper byte from a, lower from b (f32 sources) / from the f16x2 halves
+    if "satfinite" not in mods or "rn" not in mods: raise c.unsupported("a conversion to fp8 without .rn.satfinite")
+    enc = lambda x: nx.f32_to_fp8_satfinite(x, kind).astype(np.uint16)
+    if mods[-1] == "f32":
+      ra, rb = c.rd(ins.operands[1], "f32"), c.rd(ins.operands[2], "f32")
+      return lambda st, m: w(st, (enc(ra(st)) << np.uint16(8)) | enc(rb(st)), m)
+    if mods[-1] == "f16x2":
+      r = c.rd(ins.operands[1], "b32")
+      def from_h2(st, m):
+        v = np.asarray(r(st), np.uint32)
+        lo = (v & np.uint32(0xFFFF)).astype(np.uint16).view(np.float16).astype(np.float32)
+        hi = (v >> np.uint32(16)).astype(np.uint16).view(np.float16).astype(np.float32)
+        w(st, (enc(hi) << np.uint16(8)) | enc(lo), m)
+      return from_h2
+    raise c.unsupported(f"cvt to {fp8} from .{mods[-1]}")
+  if mods[-2] == "f16x2":   # fp8x2 -> f16x2 (exact)
+    r = c.rd(ins.operands[1], "b16")
+    def to_h2(st, m):
+      v = np.asarray(r(st), np.uint16)
+      lo = nx.fp8_decode(v & np.uint16(0xFF), kind).astype(np.float16).view(np.uint16).astype(np.uint32)
+      hi = nx.fp8_decode(v >> np.uint16(8), kind).astype(np.float16).view(np.uint16).astype(np.uint32)
+      w(st, lo | (hi << np.uint32(16)), m)
+    return to_h2
+  raise c.unsupported(f"cvt .{mods[-2]}.{fp8}")
+
+
 def _b_cvt(c: _Ctx) -> Callable:
   ins = c.ins
+  for kind in ("e4m3", "e5m2"):
+    if f"{kind}x2" in ins.mods: return _b_cvt_fp8(c, kind)
   ts = [m for m in ins.mods if m in NP]
   if len(ts) != 2: raise c.unsupported("cvt without a destination and a source type")
   dt_, st_ = ts

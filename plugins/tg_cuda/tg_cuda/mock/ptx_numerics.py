@@ -6,6 +6,7 @@ import numpy as np
 
 F32_MIN_NORMAL = np.float32(np.finfo(np.float32).tiny)
 F64_MIN_NORMAL = np.finfo(np.float64).tiny
+_LOW29, _HALF29, _F32_TINYISH = np.uint64(0x1FFFFFFF), np.uint64(0x10000000), np.float64(2.0 ** -125)
 
 
 def bf16_to_f32(bits: np.ndarray) -> np.ndarray:
@@ -67,8 +68,7 @@ def fma_exact(a: np.ndarray, b: np.ndarray, c: np.ndarray, t: str) -> np.ndarray
     # rounding the f64 sum to f32 is exact unless the sum sits on an f32 midpoint (low 29 mantissa bits = 1000...0) or
     # in the f32 subnormal range; only those lanes need the exact error term
     s = p + c
-    bits = np.asarray(s).view(np.uint64)
-    suspect = ((bits & np.uint64(0x1FFFFFFF)) == np.uint64(0x10000000)) | (np.abs(s) < 2.0 ** -125)
+    suspect = ((np.asarray(s).view(np.uint64) & _LOW29) == _HALF29) | (np.abs(s) < _F32_TINYISH)
     if not suspect.any(): return s.astype(np.float32)
     s, err = two_sum(p, c)
     return round_exact_to_f32(s, err)
@@ -136,3 +136,36 @@ def round_exact_directed_f32(s: np.ndarray, err: np.ndarray, mode: str) -> np.nd
   keep = big & ((mode == "rz") | ((mode == "rm") & (s > 0)) | ((mode == "rp") & (s < 0)))
   r = np.where(keep, np.copysign(fmax, s).astype(np.float32), r)
   return np.where(fix & ~big, np.nextafter(r, toward), r)
+
+
+def _fp8_table(ebits: int, mbits: int) -> np.ndarray:
+  """The value of every fp8 code (e4m3: no infinities, NaN = S.1111.111; e5m2: IEEE-like inf/NaN)."""
+  bias = (1 << (ebits - 1)) - 1
+  c = np.arange(256)
+  e, f = (c >> mbits) & ((1 << ebits) - 1), c & ((1 << mbits) - 1)
+  v = np.where(e == 0, f * 2.0 ** (1 - bias - mbits), (1 + f / 2 ** mbits) * 2.0 ** (e - bias))
+  top = (1 << ebits) - 1
+  if ebits == 4: v = np.where((e == top) & (f == (1 << mbits) - 1), np.nan, v)
+  else: v = np.where(e == top, np.where(f == 0, np.inf, np.nan), v)
+  return np.where(c >= 128, -v, v)
+
+
+FP8_VALUES = {"e4m3": _fp8_table(4, 3), "e5m2": _fp8_table(5, 2)}
+_FP8_POS = {k: (np.flatnonzero(np.isfinite(v[:128])), v[:128][np.isfinite(v[:128])]) for k, v in FP8_VALUES.items()}
+
+
+def fp8_decode(codes: np.ndarray, kind: str) -> np.ndarray:
+  return FP8_VALUES[kind][np.asarray(codes).astype(np.int64) & 0xFF].astype(np.float32)
+
+
+def f32_to_fp8_satfinite(x: np.ndarray, kind: str) -> np.ndarray:
+  """f32 -> fp8 code, round to nearest even, saturating to the largest finite value (`.rn.satfinite`); NaN -> 0x7F."""
+  x = np.asarray(x, np.float64)
+  codes, vals = _FP8_POS[kind]
+  a = np.minimum(np.abs(np.nan_to_num(x, nan=0.0)), vals[-1])
+  hi = np.clip(np.searchsorted(vals, a), 0, len(vals) - 1)
+  lo = np.maximum(hi - 1, 0)
+  dlo, dhi = a - vals[lo], vals[hi] - a
+  pick = np.where((dhi < dlo) | ((dhi == dlo) & (codes[hi] % 2 == 0)), hi, lo)
+  out = codes[pick] | np.where(np.signbit(x), 0x80, 0)
+  return np.where(np.isnan(x), 0x7F, out).astype(np.uint8)

@@ -262,7 +262,7 @@ class _Parser:
       if v.space == "shared" and not v.size: v.offset = k.shared_size
 
   def declare_regs(self, k: Kernel, scope: dict[str, int], stmt: str, off: int) -> None:
-    words = stmt.replace(",", " ").split()
+    words = re.sub(r"^\.reg\.", ".reg .", stmt).replace(",", " ").split()   # inline asm writes `.reg.b16 lo, hi`
     if len(words) < 3 or words[1][1:] not in TYPE_SIZE:
       raise PTXUnsupportedError(f"PTX line {self.line(off)}: register declaration {stmt!r} (vector registers are not supported)")
     t = words[1][1:]
