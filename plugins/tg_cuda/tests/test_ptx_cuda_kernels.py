@@ -296,3 +296,39 @@ def test_tinygrad_style_half_elementwise(gpu):
   got = gpu.download(po, (96,), np.float16)
   np.testing.assert_allclose(got[:77].astype(np.float32), ref.astype(np.float32), rtol=2e-3, equal_nan=True)
   assert (got[77:] == 0).all()   # the predicated store wrote nothing past n
+
+
+FAST_SRC = """extern "C" __global__ void fm(const float* a, float* out, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  float x = a[i];
+  out[i * 6 + 0] = expf(x); out[i * 6 + 1] = logf(x); out[i * 6 + 2] = sinf(x); out[i * 6 + 3] = x / a[(i + 1) % n];
+  out[i * 6 + 4] = sqrtf(x); out[i * 6 + 5] = tanhf(x);
+}
+extern "C" __global__ void asserts(const int* a) { if (a[threadIdx.x] < 0) __trap(); }
+"""
+
+
+def test_use_fast_math_approximations():
+  ptx = cuda_to_ptx(FAST_SRC, "sm_80", fast_math=True)
+  assert "ex2.approx.ftz.f32" in ptx and "sin.approx.ftz.f32" in ptx and "div.approx.ftz.f32" in ptx
+  g = MockGPU()
+  x = np.linspace(0.05, 3.0, 90).astype(np.float32)
+  n = len(x)
+  px, po = g.upload(x), g.empty(n * 24)
+  g.launch(g.function(ptx, "fm"), (1, 1, 1), (96, 1, 1), u64(px), u64(po), i32(n))
+  out = g.download(po, (n, 6), np.float32)
+  x64 = x.astype(np.float64)
+  refs = [np.exp(x64), np.log(x64), np.sin(x64), x64 / np.roll(x64, -1), np.sqrt(x64), np.tanh(x64)]
+  for j, ref in enumerate(refs):   # fast-math results: a few ulp (expf via ex2.approx of a rounded product)
+    np.testing.assert_allclose(out[:, j], ref, rtol=2e-6, atol=1e-6, err_msg=str(j))
+
+
+def test_trap_raises_when_executed():
+  ptx = cuda_to_ptx(FAST_SRC, "sm_80")
+  g = MockGPU()
+  fn_ = g.function(ptx, "asserts")
+  ok, bad = g.upload(np.arange(32, dtype=np.int32)), g.upload(np.arange(32, dtype=np.int32) - 5)
+  g.launch(fn_, (1, 1, 1), (32, 1, 1), u64(ok))
+  with pytest.raises(PTXRuntimeError, match="trap"):
+    g.launch(fn_, (1, 1, 1), (32, 1, 1), u64(bad))

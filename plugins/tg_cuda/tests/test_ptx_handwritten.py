@@ -280,3 +280,41 @@ def test_misaligned_access_raises():
   body = "  ld.global.u32 %r1, [%rd0+2];\n  st.global.u32 [%rd1], %r1;\n"
   with pytest.raises(PTXRuntimeError, match="misaligned 4-byte global access"):
     run(kernel(body), np.zeros(4, np.uint32), 4)
+
+
+def test_param_attributes_and_shared_cta():
+  ptx = HEADER + """.visible .entry k(.param .u64 .ptr .global .align 16 pin, .param .align 8 .b8 pstruct[16])
+{
+  .reg .b32 %r<8>;
+  .reg .b64 %rd<8>;
+  .shared .align 4 .b32 sm[32];
+  ld.param.u64 %rd0, [pin];
+  ld.param.u32 %r1, [pstruct+8];
+  ld.param.u64 %rd1, [pstruct];
+  mov.u32 %r2, %tid.x;
+  shl.b32 %r3, %r2, 2;
+  mov.u32 %r4, sm;
+  add.u32 %r4, %r4, %r3;
+  add.u32 %r5, %r2, %r1;
+  st.shared::cta.u32 [%r4], %r5;
+  bar.sync 0;
+  ld.shared::cta.u32 %r6, [%r4];
+  cvt.u64.u32 %rd2, %r3;
+  add.s64 %rd3, %rd0, %rd2;
+  st.global.u32 [%rd3], %r6;
+  st.global.u64 [%rd0+128], %rd1;
+  ret;
+}
+"""
+  ptxas_check(ptx)
+  g = MockGPU()
+  pout = g.empty(256)
+
+  class S(ctypes.Structure):
+    _fields_ = [("a", ctypes.c_uint64), ("b", ctypes.c_uint32), ("pad", ctypes.c_uint32)]
+  s = S(0x1122334455667788, 1000, 0)
+  p = u64(pout)
+  kp = (ctypes.c_void_p * 2)(ctypes.addressof(p), ctypes.addressof(s))
+  assert g.cu.cuLaunchKernel(g.function(ptx, "k"), 1, 1, 1, 32, 1, 1, 0, None, kp, None) == 0
+  np.testing.assert_array_equal(g.download(pout, (32,), np.uint32), np.arange(32) + 1000)
+  assert g.download(pout + 128, (1,), np.uint64)[0] == 0x1122334455667788

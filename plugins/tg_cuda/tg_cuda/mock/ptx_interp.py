@@ -1091,10 +1091,13 @@ def _build(kernel: Kernel, symbols: dict[str, tuple[str, int]], ins: Instr) -> S
   if ins.op in ("bar", "barrier"):
     if ins.mods[:1] == ("warp",):   # bar.warp.sync: memory is coherent and lanes that lag run first, so nothing to wait for
       return Step(_b_nop(c), NORMAL, ins.guard, 0, ins)
-    if not (set(ins.mods) <= {"sync", "aligned"}) or "sync" not in ins.mods and ins.op == "bar" and ins.mods:
+    if not set(ins.mods) <= {"sync", "aligned", "cta"} or "sync" not in ins.mods:
       raise c.unsupported(f"barrier form .{'.'.join(ins.mods)} (supported: bar.sync / barrier.sync)")
     if len(ins.operands) > 1: raise c.unsupported("a barrier with a thread count")
     return Step(None, BARRIER, ins.guard, 0, ins)
+  if ins.op == "trap":   # assert() branches to a trap: loading is fine, executing it is the fault
+    def trap(st: State, m) -> None: raise PTXRuntimeError(f"PTX line {ins.line}: `trap` executed (a device-side assert failed?)")
+    return Step(trap, NORMAL, ins.guard, 0, ins)
   b = BUILDERS.get(ins.op)
   if b is None: raise c.unsupported(f"instruction {ins.op}")
   try:

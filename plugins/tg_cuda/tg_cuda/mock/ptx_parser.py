@@ -202,9 +202,12 @@ class _Parser:
     for p in _split_top(m.group(3) or ""):
       words = p.split()
       if words[0] != ".param": raise self.error(start, f"kernel parameter {p!r}")
+      # `.param .u64 .ptr .global .align 16 name`: the pointer attributes say nothing an interpreter needs
       words = [w for w in words[1:] if not w.startswith(".ptr") and w not in (".global", ".shared", ".const", ".local")]
       align = 0
-      if words[0] == ".align": align = int(words[1]); words = words[2:]
+      if ".align" in words:
+        i = words.index(".align")
+        align = int(words[i + 1]); words = words[:i] + words[i + 2:]
       t, decl = words[0][1:], "".join(words[1:])
       pm = re.match(r"^([\w$]+)(?:\[(\d+)\])?$", decl)
       if t not in TYPE_SIZE or not pm: raise self.error(start, f"kernel parameter {p!r}")
@@ -282,7 +285,8 @@ class _Parser:
       if slot is None: raise self.error(off, f"unknown guard predicate {g!r}")
       guard = (slot, neg)
     parts = stmt.split(None, 1)
-    opcode = parts[0].split(".")
+    # `.shared::cta` is the CTA's own shared window, i.e. plain `.shared`
+    opcode = parts[0].replace(".shared::cta", ".shared").split(".")
     ops = tuple(self.parse_operand(x, scope, k, off) for x in _split_top(parts[1])) if len(parts) > 1 else ()
     return Instr(opcode[0], tuple(opcode[1:]), ops, guard, self.line(off), ("@" + ("!" if guard and guard[1] else "") + "p " if guard else "") + stmt)
 
