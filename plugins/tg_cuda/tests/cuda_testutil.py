@@ -100,6 +100,7 @@ class MockGPU:
     dev, ctx = ctypes.c_int(), ctypes.c_void_p()
     check(self.cu.cuDeviceGet(ctypes.byref(dev), 0))
     check(self.cu.cuCtxCreate_v2(ctypes.byref(ctx), 0, dev))
+    self.modules: dict[str, ctypes.c_void_p] = {}
 
   def upload(self, a: np.ndarray) -> int:
     a = np.ascontiguousarray(a)
@@ -120,10 +121,13 @@ class MockGPU:
     return out
 
   def function(self, ptx: str, name: str) -> ctypes.c_void_p:
-    mod, fn = ctypes.c_void_p(), ctypes.c_void_p()
-    src = ctypes.create_string_buffer(ptx.encode())
-    check(self.cu.cuModuleLoadData(ctypes.byref(mod), src))
-    check(self.cu.cuModuleGetFunction(ctypes.byref(fn), mod, name.encode()))
+    """Loads the module once per PTX text (as a runtime would), then looks the kernel up."""
+    if ptx not in self.modules:
+      mod = ctypes.c_void_p()
+      check(self.cu.cuModuleLoadData(ctypes.byref(mod), ctypes.create_string_buffer(ptx.encode())))
+      self.modules[ptx] = mod
+    fn = ctypes.c_void_p()
+    check(self.cu.cuModuleGetFunction(ctypes.byref(fn), self.modules[ptx], name.encode()))
     return fn
 
   def launch(self, fn, grid, block, *args, shared: int = 0) -> None:
