@@ -419,7 +419,8 @@ def _b_fma(c: _Ctx) -> Callable:
     if mode is None: raise c.unsupported(f"{ins.op}.{t} without a rounding modifier")
     if mode != "rn" and t != "f32": raise c.unsupported(f"directed rounding .{mode} on {ins.op}.{t}")
     dec = _fdec(t)
-    fz = _ftz_if("ftz" in mods)
+    ftz_on = "ftz" in mods
+    fz = _ftz_if(ftz_on)
     sat = "sat" in mods
 
     def f(a, b, cc):
@@ -428,11 +429,11 @@ def _b_fma(c: _Ctx) -> Callable:
         s_, e_ = nx.two_sum(x.astype(np.float64) * y.astype(np.float64), np.asarray(z, np.float64))
         r = nx.round_exact_directed_f32(s_, e_, mode)
       else: r = nx.fma_exact(fz(dec(a)), fz(dec(b)), fz(dec(cc)), t)
-      r = fz(r)
+      if ftz_on: r = nx.ftz(r)
       if sat: r = _sat01(r)
       if t == "f16": return r.astype(np.float16)
       if t == "bf16": return nx.f32_to_bf16(r)
-      return r.astype(NP[t])
+      return r if r.dtype == NP[t] else r.astype(NP[t])
     out_t = t
   else:
     c.check_mods({"lo", "hi", "wide", "sat"})
@@ -778,17 +779,20 @@ def _b_ld(c: _Ctx) -> Callable:
   isz = dt.itemsize
   if isz * n > 16: raise c.unsupported(f"{isz * n * 8}-bit vector accesses")
   if ins.op == "ldu": space = "global" if space == "generic" else space
+  vt = np.dtype((np.void, isz * n))
+
+  def gather(buf: np.ndarray, ph: np.ndarray) -> np.ndarray:   # (lanes, n); whole vectors as one opaque element (fast 1-D take)
+    if n == 1: return buf.view(dt)[ph // isz][:, None]
+    return buf.view(vt)[ph // (isz * n)].view(dt).reshape(-1, n)
 
   def run(st: State, m) -> None:
     idx = None if m is None else np.flatnonzero(m)
     cnt = st.L if idx is None else len(idx)
     parts = _resolve(st, space, ra(st), idx, isz * n, ins)
-    if len(parts) == 1 and len(parts[0][2]) == cnt:   # one state space: gather whole vectors as rows
-      buf, ph, _ = parts[0]
-      out = buf.view(dt).reshape(-1, n)[ph // (isz * n)]
+    if len(parts) == 1 and len(parts[0][2]) == cnt: out = gather(*parts[0][:2])   # one state space
     else:
       out = np.zeros((cnt, n), dt)
-      for buf, ph, pos in parts: out[pos] = buf.view(dt).reshape(-1, n)[ph // (isz * n)]
+      for buf, ph, pos in parts: out[pos] = gather(buf, ph)
     for i, w in enumerate(ws):
       if idx is None: w(st, out[:, i], None)
       else:
@@ -813,6 +817,7 @@ def _b_st(c: _Ctx) -> Callable:
   dt = _dt(t)
   isz = dt.itemsize
   if isz * n > 16: raise c.unsupported(f"{isz * n * 8}-bit vector accesses")
+  vt = np.dtype((np.void, isz * n))
 
   def run(st: State, m) -> None:
     idx = None if m is None else np.flatnonzero(m)
@@ -820,7 +825,8 @@ def _b_st(c: _Ctx) -> Callable:
     vals = np.stack([np.broadcast_to(np.asarray(r(st), dt), (st.L,)) for r in rs], 1)
     if idx is not None: vals = vals[idx]
     for buf, ph, pos in _resolve(st, space, ra(st), idx, isz * n, ins):
-      buf.view(dt).reshape(-1, n)[ph // (isz * n)] = vals[pos]
+      if n == 1: buf.view(dt)[ph // isz] = vals[pos, 0]
+      else: buf.view(vt)[ph // (isz * n)] = np.ascontiguousarray(vals[pos]).view(vt).reshape(-1)
   return run
 
 

@@ -62,17 +62,17 @@ def fma_exact(a: np.ndarray, b: np.ndarray, c: np.ndarray, t: str) -> np.ndarray
   """a*b+c rounded once to t (f32/f16/bf16 given as f32 values; f64 via the products' two-product split)."""
   if t == "f64":
     return _fma_f64(a, b, c)
-  p = a.astype(np.float64) * b.astype(np.float64)   # exact: at most 48 significant bits
-  c = np.asarray(c, np.float64)
+  p = np.multiply(a, b, dtype=np.float64)   # exact: at most 48 significant bits
   if t == "f32":
     # rounding the f64 sum to f32 is exact unless the sum sits on an f32 midpoint (low 29 mantissa bits = 1000...0) or
     # in the f32 subnormal range; only those lanes need the exact error term
-    s = p + c
+    s = np.add(p, c, dtype=np.float64)
     suspect = ((np.asarray(s).view(np.uint64) & _LOW29) == _HALF29) | (np.abs(s) < _F32_TINYISH)
-    if not suspect.any(): return s.astype(np.float32)
+    if not np.logical_or.reduce(suspect, axis=None): return s.astype(np.float32)
+    c = np.asarray(c, np.float64)
     s, err = two_sum(p, c)
     return round_exact_to_f32(s, err)
-  s, err = two_sum(p, c)
+  s, err = two_sum(p, np.asarray(c, np.float64))
   return round_exact_to_odd_f32(s, err)               # the caller rounds to f16/bf16 (ties to even)
 
 
