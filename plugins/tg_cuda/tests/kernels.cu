@@ -176,6 +176,28 @@ __global__ void mma_k8_f16acc(const __half* A, const __half* B, const __half* C,
   }
 }
 
+// one warp: A (16x16 f16, row-major) and B (16x8, row-major K x N) staged in shared memory, fragments loaded with
+// ldmatrix (.x4 for A, .x2.trans for B), D = A @ B with mma.sync m16n8k16
+__global__ void ldmatrix_mma(const __half* A, const __half* B, float* D) {
+  __shared__ __align__(16) __half sa[16 * 16];
+  __shared__ __align__(16) __half sb[16 * 8];
+  int lane = threadIdx.x;
+  for (int i = lane; i < 256; i += 32) sa[i] = A[i];
+  for (int i = lane; i < 128; i += 32) sb[i] = B[i];
+  __syncwarp();
+  int mi = lane / 8, r = lane % 8;
+  unsigned a_addr = (unsigned)__cvta_generic_to_shared(&sa[(r + 8 * (mi % 2)) * 16 + 8 * (mi / 2)]);
+  unsigned b_addr = (unsigned)__cvta_generic_to_shared(&sb[(r + 8 * (mi % 2)) * 8]);
+  unsigned a[4], b[2];
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];" : "=r"(a[0]), "=r"(a[1]), "=r"(a[2]), "=r"(a[3]) : "r"(a_addr));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0,%1}, [%2];" : "=r"(b[0]), "=r"(b[1]) : "r"(b_addr));
+  float d[4] = {0.f, 0.f, 0.f, 0.f};
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]) : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+  int g = lane >> 2, t = lane & 3;
+  for (int q = 0; q < 4; q++) D[(g + (q >= 2 ? 8 : 0)) * 8 + t * 2 + (q & 1)] = d[q];
+}
+
 __global__ void illegal(float* p) { p[threadIdx.x * 1000000] = 1.0f; }
 }
 

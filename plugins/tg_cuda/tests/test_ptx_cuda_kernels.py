@@ -332,3 +332,12 @@ def test_trap_raises_when_executed():
   g.launch(fn_, (1, 1, 1), (32, 1, 1), u64(ok))
   with pytest.raises(PTXRuntimeError, match="trap"):
     g.launch(fn_, (1, 1, 1), (32, 1, 1), u64(bad))
+
+
+def test_ldmatrix_feeds_mma(gpu):
+  rng = np.random.default_rng(13)
+  A, B = rng.standard_normal((16, 16)).astype(np.float16), rng.standard_normal((16, 8)).astype(np.float16)
+  pa, pb, pd = gpu.upload(A), gpu.upload(B), gpu.empty(16 * 8 * 4)
+  assert "ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16" in gpu.ptx
+  gpu.launch(fn(gpu, "ldmatrix_mma"), (1, 1, 1), (32, 1, 1), u64(pa), u64(pb), u64(pd))
+  np.testing.assert_allclose(gpu.download(pd, (16, 8), np.float32), A.astype(np.float64) @ B.astype(np.float64), rtol=1e-5, atol=1e-5)

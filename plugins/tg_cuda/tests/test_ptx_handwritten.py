@@ -121,6 +121,7 @@ FLOAT_CASES = [  # %f1..%f12 = F_IN; (PTX, kind, expected) with expected NaN mea
   ("testp.notanumber.f32 %p1, %f5;", "p", 1), ("copysign.f32 %f30, %f6, %f3;", "f", -1.0), ("abs.f32 %f30, %f2;", "f", 0.0),
   ("fma.rn.f32 %f30, %f4, %f1, %f3;", "f", NAN), ("fma.rn.f32 %f30, %f12, %f12, %f6;", "f", np.inf),
   ("mul.rz.f32 %f30, %f12, %f12;", "f", float(np.finfo(np.float32).max)),
+  ("cvt.rn.f16.f32 %h9, %f3; ex2.approx.f16 %h10, %h9;", "h", 0x4000), ("tanh.approx.f32 %f30, %f4;", "f", 1.0),
   ("div.approx.f32 %f30, %f3, %f4;", "f", 0.0), ("div.full.f32 %f30, %f6, %f2;", "f", np.inf),
 ]
 

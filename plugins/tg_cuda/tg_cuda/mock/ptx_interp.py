@@ -375,6 +375,10 @@ def _b_unary(c: _Ctx) -> Callable:
   mods = set(ins.mods)
   c.check_mods({"ftz", "approx", "rn", "full", "NaN"})
   if t in ("f16x2", "bf16x2"): return _packed(c, t, _b_unary)
+  if op in ("ex2", "tanh") and t in ("f16", "bf16") and "approx" in mods:   # computed in f64, rounded once to the type
+    dec, enc, g = _fdec(t), _fenc(t), _approx(op)
+    ra, w = c.rd(ins.operands[1], t), c.wr(ins.operands[0], t)
+    return lambda st, m: w(st, enc(g(np.asarray(dec(ra(st)), np.float32))), m)
   if op in ("ex2", "lg2", "sin", "cos", "tanh", "rcp", "sqrt", "rsqrt"):
     if t not in ("f32", "f64"): raise c.unsupported(f"{op} on .{t}")
     if "approx" in mods:
@@ -984,6 +988,42 @@ def _b_mma(c: _Ctx) -> Callable:
   return run
 
 
+def _b_ldmatrix(c: _Ctx) -> Callable:
+  """ldmatrix.sync.aligned.m8n8.{x1,x2,x4}{.trans}{.shared}.b16: lanes 8i..8i+7 give the 16-byte row addresses of 8x8
+  matrix i; lane t receives, per matrix, row t/4 elements 2(t%4), 2(t%4)+1 (with .trans: column t/4, rows 2(t%4), +1)."""
+  ins = c.ins
+  mods = set(ins.mods)
+  num = [m for m in ins.mods if m in ("x1", "x2", "x4")]
+  if "m8n8" not in mods or "b16" not in mods or len(num) != 1 or not mods <= {"sync", "aligned", "m8n8", "x1", "x2", "x4", "trans", "shared", "b16"}:
+    raise c.unsupported(f"ldmatrix form .{'.'.join(ins.mods)} (supported: .m8n8.x1/.x2/.x4{{.trans}}{{.shared}}.b16)")
+  nm = int(num[0][1])
+  trans = "trans" in mods
+  space = "shared" if "shared" in mods else "generic"
+  dst = ins.operands[0]
+  regs = dst[1] if dst[0] == "vec" else [dst]
+  if len(regs) != nm: raise c.unsupported(f"{len(regs)} destinations for .x{nm}")
+  ws = [c.wr(r, "b32") for r in regs]
+  ra = _addr(c, ins.operands[1])
+  t = np.arange(_WARP)
+  rr, cc = (2 * (t % 4), t // 4) if trans else (t // 4, 2 * (t % 4))
+
+  def run(st: State, m) -> None:
+    lanes = _warp_lanes(st, m, ins)
+    W = len(lanes)
+    if not W: return
+    src = lanes[:, :8 * nm].reshape(-1)   # the lanes whose addresses are used, (W, matrix, row) order
+    rows = np.zeros((len(src), 8), np.uint16)
+    for buf, ph, pos in _resolve(st, space, ra(st), src, 16, ins): rows[pos] = buf.view(np.dtype((np.void, 16)))[ph // 16].view(np.uint16).reshape(-1, 8)
+    M = rows.reshape(W, nm, 8, 8)
+    for i, w in enumerate(ws):
+      if trans: lo, hi = M[:, i, rr, cc], M[:, i, rr + 1, cc]
+      else: lo, hi = M[:, i, rr, cc], M[:, i, rr, cc + 1]
+      full = np.zeros(st.L, np.uint32)
+      full[lanes.ravel()] = (lo.astype(np.uint32) | (hi.astype(np.uint32) << np.uint32(16))).ravel()
+      w(st, full, m)
+  return run
+
+
 def _b_shfl(c: _Ctx) -> Callable:
   ins = c.ins
   mode = [m for m in ins.mods if m in ("up", "down", "bfly", "idx")]
@@ -1082,7 +1122,7 @@ BUILDERS: dict[str, Callable[[_Ctx], Callable]] = {
   **{op: _b_binary for op in ("add", "sub", "mul", "div", "rem", "min", "max", "and", "or", "xor", "shl", "shr", "copysign")},
   **{op: _b_unary for op in ("neg", "abs", "not", "cnot", "popc", "clz", "brev", "ex2", "lg2", "sin", "cos", "tanh", "rcp", "sqrt", "rsqrt")},
   "fma": _b_fma, "mad": _b_fma, "setp": _b_setp, "selp": _b_selp, "slct": _b_selp, "mov": _b_mov, "cvt": _b_cvt, "cvta": _b_cvta,
-  "ld": _b_ld, "ldu": _b_ld, "st": _b_st, "atom": _b_atom, "red": _b_atom, "mma": _b_mma, "shfl": _b_shfl, "vote": _b_vote,
+  "ld": _b_ld, "ldu": _b_ld, "st": _b_st, "atom": _b_atom, "red": _b_atom, "mma": _b_mma, "ldmatrix": _b_ldmatrix, "shfl": _b_shfl, "vote": _b_vote,
   "bfe": _b_bfe, "bfi": _b_bfe, "prmt": _b_prmt, "testp": _b_testp, "membar": _b_nop, "fence": _b_nop,
 }
 
