@@ -198,6 +198,22 @@ __global__ void ldmatrix_mma(const __half* A, const __half* B, float* D) {
   for (int q = 0; q < 4; q++) D[(g + (q >= 2 ? 8 : 0)) * 8 + t * 2 + (q & 1)] = d[q];
 }
 
+// f64 sin/cos/pow: NVRTC calls .func slow paths (Payne-Hanek reduction with 128-bit carry chains) for large arguments
+__global__ void f64math(const double* a, double* out, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  double x = a[i];
+  out[i * 3 + 0] = sin(x); out[i * 3 + 1] = cos(x); out[i * 3 + 2] = pow(fabs(x), 0.75);
+}
+
+__global__ void warp_misc(const int* a, int* out) {
+  int v = a[threadIdx.x];
+  int s = __reduce_add_sync(0xffffffffu, v), mx = __reduce_max_sync(0xffffffffu, (unsigned)v);
+  unsigned m = 0;
+  if (v & 1) m = __activemask();
+  out[threadIdx.x * 3 + 0] = s; out[threadIdx.x * 3 + 1] = mx; out[threadIdx.x * 3 + 2] = (int)m;
+}
+
 __global__ void illegal(float* p) { p[threadIdx.x * 1000000] = 1.0f; }
 }
 

@@ -341,3 +341,29 @@ def test_ldmatrix_feeds_mma(gpu):
   assert "ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16" in gpu.ptx
   gpu.launch(fn(gpu, "ldmatrix_mma"), (1, 1, 1), (32, 1, 1), u64(pa), u64(pb), u64(pd))
   np.testing.assert_allclose(gpu.download(pd, (16, 8), np.float32), A.astype(np.float64) @ B.astype(np.float64), rtol=1e-5, atol=1e-5)
+
+
+def test_f64_math_inlines_calls(gpu):
+  assert "call.uni" in gpu.ptx and "madc.hi.cc.u32" in gpu.ptx   # .func slow paths with carry chains
+  x = np.array([0.5, -2.0, 3.0, 1e5, 1e10, -1e15, 1e22, 1e300, 123456.789, 7.0, np.inf, np.nan, 0.0, -0.0, 2.0 ** -1070, 33.3], np.float64)
+  n = len(x)
+  px, po = gpu.upload(x), gpu.empty(n * 24)
+  gpu.launch(fn(gpu, "f64math"), (1, 1, 1), (32, 1, 1), u64(px), u64(po), i32(n))
+  out = gpu.download(po, (n, 3), np.float64)
+  t = torch.from_numpy(x)
+  # CUDA's double sin/cos/pow: at most 2 ulp
+  for j, ref in enumerate([torch.sin(t), torch.cos(t), t.abs() ** 0.75]):
+    np.testing.assert_allclose(out[:, j], ref.numpy(), rtol=2 * 2.0 ** -52, atol=1e-300, err_msg=str(j))
+
+
+def test_warp_reduce_and_activemask(gpu):
+  a = np.random.default_rng(14).integers(-1000, 1000, 64).astype(np.int32)
+  pa, po = gpu.upload(a), gpu.empty(64 * 12)
+  gpu.launch(fn(gpu, "warp_misc"), (1, 1, 1), (64, 1, 1), u64(pa), u64(po))
+  out = gpu.download(po, (2, 32, 3), np.int32)
+  w = a.reshape(2, 32)
+  np.testing.assert_array_equal(out[:, :, 0], np.repeat(w.sum(1, keepdims=True), 32, 1))
+  np.testing.assert_array_equal(out[:, :, 1].view(np.uint32), np.repeat(w.view(np.uint32).max(1, keepdims=True), 32, 1))
+  odd = (w & 1).astype(bool)
+  mask = (odd * (1 << np.arange(32, dtype=np.uint64))).sum(1).astype(np.uint32)
+  np.testing.assert_array_equal(out[:, :, 2].view(np.uint32), np.where(odd, mask[:, None], 0))

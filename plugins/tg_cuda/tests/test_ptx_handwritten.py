@@ -259,9 +259,9 @@ def test_unknown_instruction_raises_naming_it():
 
 
 def test_unknown_modifier_raises_naming_it():
-  ptx = kernel("  mov.u32 %r1, %tid.x;\n  add.cc.u32 %r2, %r1, %r1;\n  st.global.u32 [%rd1], %r2;\n")
+  ptx = kernel("  mov.u32 %r1, %tid.x;\n  cvt.rn.f32.u32 %f1, %r1;\n  cvt.rn.relu.f16.f32 %h1, %f1;\n  st.global.u16 [%rd1], %h1;\n")
   ptxas_check(ptx)
-  with pytest.raises(PTXUnsupportedError, match=r"carry \(\.cc\) in `add\.cc\.u32"):
+  with pytest.raises(PTXUnsupportedError, match=r"cvt \.relu in `cvt\.rn\.relu\.f16\.f32"):
     load_module(parse_ptx(ptx), DeviceMemory())
 
 

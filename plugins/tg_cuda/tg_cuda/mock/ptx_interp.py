@@ -305,6 +305,7 @@ def _approx(fn: str) -> Callable:
 def _b_binary(c: _Ctx) -> Callable:
   ins = c.ins
   op = ins.op
+  if "cc" in ins.mods and op in ("add", "sub"): return _b_carry(c)
   t = c.type_of()
   mods = set(ins.mods)
   c.check_mods({"rn", "rz", "rm", "rp", "ftz", "sat", "lo", "hi", "wide", "NaN", "approx", "full", "cc"})
@@ -414,6 +415,7 @@ def _b_unary(c: _Ctx) -> Callable:
 
 def _b_fma(c: _Ctx) -> Callable:
   ins = c.ins
+  if "cc" in ins.mods: return _b_carry(c)
   t = c.type_of()
   mods = set(ins.mods)
   if t in ("f16x2", "bf16x2"): return _packed(c, t, _b_fma)
@@ -725,10 +727,14 @@ def _addr(c: _Ctx, op: Operand) -> Callable:
   return lambda st: st.R[slot].astype(np.int64) + np.int64(disp)
 
 
-def _space_of(c: _Ctx) -> str:
+def _space_of(c: _Ctx, addr: Operand | None = None) -> str:
   sp = [m for m in c.ins.mods if m in SPACES]
   if len(sp) > 1: raise c.unsupported("two state spaces")
-  return sp[0] if sp else "generic"
+  space = sp[0] if sp else "generic"
+  # `.param` variables declared in a body (call arguments and return slots) are per-thread: they live in local memory
+  if space == "param" and addr is not None and addr[0] == "addr" and addr[1] is not None and addr[1][0] == "sym":
+    if c.symbols.get(addr[1][1], ("",))[0] == "local": return "local"
+  return space
 
 
 def _resolve(st: State, space: str, addr, idx: np.ndarray | None, nbytes: int, ins: Instr) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
@@ -773,7 +779,7 @@ def _b_ld(c: _Ctx) -> Callable:
   vec = [m for m in ins.mods if m in ("v2", "v4", "v8")]
   n = int(vec[0][1:]) if vec else 1
   c.check_mods(SPACES | {"v2", "v4", "v8"})
-  space = _space_of(c)
+  space = _space_of(c, ins.operands[1])
   dst = ins.operands[0]
   dsts = dst[1] if dst[0] == "vec" else [dst]
   if len(dsts) != n: raise c.unsupported(f"{len(dsts)} destinations for .v{n}")
@@ -811,8 +817,8 @@ def _b_st(c: _Ctx) -> Callable:
   vec = [m for m in ins.mods if m in ("v2", "v4", "v8")]
   n = int(vec[0][1:]) if vec else 1
   c.check_mods(SPACES | {"v2", "v4", "v8"})
-  space = _space_of(c)
-  if space in ("param", "const"): raise c.unsupported(f"st.{space}")
+  space = _space_of(c, ins.operands[0])
+  if space in ("param", "const"): raise c.unsupported(f"st.{space} (to a kernel parameter)")
   src = ins.operands[1]
   srcs = src[1] if src[0] == "vec" else [src]
   if len(srcs) != n: raise c.unsupported(f"{len(srcs)} sources for .v{n}")
@@ -1083,6 +1089,90 @@ def _b_vote(c: _Ctx) -> Callable:
   return run
 
 
+def _b_carry(c: _Ctx) -> Callable:
+  """Extended-precision chains: add.cc/addc, sub.cc/subc (CC.CF is the borrow), mad.lo.cc/madc.lo/madc.hi on 32/64-bit
+  integers. The carry flag is a hidden per-thread register."""
+  ins = c.ins
+  t = c.type_of({"u32", "s32", "u64", "s64"})
+  mods = set(ins.mods)
+  c.check_mods({"cc", "lo", "hi"})
+  k = c.k
+  if k.cc_slot is None:
+    k.cc_slot = len(k.reg_types)
+    k.reg_types.append("u32"); k.reg_names.append("%CC.CF")
+  cf_slot = k.cc_slot
+  base = ins.op.rstrip("c") if ins.op in ("addc", "subc", "madc") else ins.op
+  carry_in, carry_out = ins.op in ("addc", "subc", "madc"), "cc" in mods
+  n = BITS[t]
+  U = UNSIGNED_OF[n]
+  mask = np.uint64((1 << n) - 1) if n < 64 else None
+  ops = ins.operands
+  ra, rb = c.rd(ops[1], t), c.rd(ops[2], t)
+  rc = c.rd(ops[3], t) if base == "mad" else None
+  if base == "mad" and not (mods & {"lo", "hi"}): raise c.unsupported("mad.cc without .lo/.hi")
+  hi = "hi" in mods
+  w = c.wr(ops[0], t)
+
+  def run(st: State, m) -> None:
+    a, b = np.asarray(ra(st), NP[t]).view(U), np.asarray(rb(st), NP[t]).view(U)
+    cf = np.asarray(st.R[cf_slot]).astype(np.uint64) if carry_in else np.uint64(0)
+    if base == "mad":
+      x = np.asarray(_mulhi(a.view(NP[t]), b.view(NP[t]), t)).view(U) if hi else (a * b)
+      y = np.asarray(rc(st), NP[t]).view(U)
+    else: x, y = a, b
+    if n < 64:
+      x64, y64 = x.astype(np.uint64), y.astype(np.uint64)
+      if base == "sub":
+        diff = x64 - y64 - cf   # wraps in uint64: a borrow sets the high bits
+        d, out = (diff & mask).astype(U), (diff >> np.uint64(63)).astype(np.uint32)
+      else:
+        s = x64 + y64 + cf
+        d, out = (s & mask).astype(U), (s >> np.uint64(n)).astype(np.uint32)
+    else:
+      if base == "sub":
+        d1 = x - y; d = d1 - cf.astype(U)
+        out = ((x < y) | ((d1 == 0) & (cf != 0))).astype(np.uint32)
+      else:
+        s1 = x + y; d = s1 + cf.astype(U)
+        out = ((s1 < x) | ((d == 0) & (cf != 0) & (s1 == ~U(0)))).astype(np.uint32)
+    w(st, np.asarray(d).view(NP[t]), m)
+    if carry_out:
+      cur = st.R[cf_slot]
+      st.R[cf_slot] = np.broadcast_to(out, (st.L,)) if m is None else np.where(m, out, cur)
+  return run
+
+
+def _b_redux(c: _Ctx) -> Callable:
+  """redux.sync.{add,min,max,and,or,xor}.{u32,s32,b32} d, a, membermask: the reduction over the (whole) warp."""
+  ins = c.ins
+  op = [m for m in ins.mods if m in ("add", "min", "max", "and", "or", "xor")]
+  t = c.type_of({"u32", "s32", "b32"})
+  if len(op) != 1 or "sync" not in ins.mods: raise c.unsupported("redux form")
+  f = {"add": np.add, "min": np.minimum, "max": np.maximum, "and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor}[op[0]]
+  ra, w = c.rd(ins.operands[1], t), c.wr(ins.operands[0], t)
+
+  def run(st: State, m) -> None:
+    lanes = _warp_lanes(st, m, ins)
+    if not len(lanes): return
+    r = f.reduce(np.broadcast_to(np.asarray(ra(st)), (st.L,))[lanes], axis=1)
+    full = np.zeros(st.L, NP[t]); full[lanes.ravel()] = np.repeat(r, _WARP)
+    w(st, full, m)
+  return run
+
+
+def _b_activemask(c: _Ctx) -> Callable:
+  w = c.wr(c.ins.operands[0], "b32")
+
+  def run(st: State, m) -> None:
+    act = np.ones(st.L, bool) if m is None else np.asarray(m)
+    lane = np.arange(st.L) % st.nt % _WARP
+    warp = (np.arange(st.L) // st.nt) * ((st.nt + _WARP - 1) // _WARP) + (np.arange(st.L) % st.nt) // _WARP
+    bits = np.zeros(int(warp.max()) + 1, np.uint64)
+    np.add.at(bits, warp[act], np.uint64(1) << lane[act].astype(np.uint64))
+    w(st, bits[warp].astype(np.uint32), m)
+  return run
+
+
 def _b_bfe(c: _Ctx) -> Callable:
   ins = c.ins
   t = c.type_of({"u32", "s32", "u64", "s64", "b32", "b64"})
@@ -1122,7 +1212,8 @@ BUILDERS: dict[str, Callable[[_Ctx], Callable]] = {
   **{op: _b_binary for op in ("add", "sub", "mul", "div", "rem", "min", "max", "and", "or", "xor", "shl", "shr", "copysign")},
   **{op: _b_unary for op in ("neg", "abs", "not", "cnot", "popc", "clz", "brev", "ex2", "lg2", "sin", "cos", "tanh", "rcp", "sqrt", "rsqrt")},
   "fma": _b_fma, "mad": _b_fma, "setp": _b_setp, "selp": _b_selp, "slct": _b_selp, "mov": _b_mov, "cvt": _b_cvt, "cvta": _b_cvta,
-  "ld": _b_ld, "ldu": _b_ld, "st": _b_st, "atom": _b_atom, "red": _b_atom, "mma": _b_mma, "ldmatrix": _b_ldmatrix, "shfl": _b_shfl, "vote": _b_vote,
+  "ld": _b_ld, "ldu": _b_ld, "st": _b_st, "atom": _b_atom, "red": _b_atom, "addc": _b_carry, "subc": _b_carry, "madc": _b_carry,
+  "mma": _b_mma, "ldmatrix": _b_ldmatrix, "shfl": _b_shfl, "redux": _b_redux, "activemask": _b_activemask, "vote": _b_vote,
   "bfe": _b_bfe, "bfi": _b_bfe, "prmt": _b_prmt, "testp": _b_testp, "membar": _b_nop, "fence": _b_nop,
 }
 

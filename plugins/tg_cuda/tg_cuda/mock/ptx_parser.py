@@ -62,6 +62,8 @@ class Kernel:
   labels: dict[str, int] = field(default_factory=dict)
   shared_size: int = 0          # static shared bytes; a dynamic extern array starts at this offset
   local_size: int = 0
+  rets: list[Param] = field(default_factory=list)   # a .func's return parameters
+  cc_slot: int | None = None    # the register slot holding the carry flag (CC.CF) of add.cc/addc/... chains, when used
 
   @property
   def param_size(self) -> int: return max((p.offset + p.size for p in self.params), default=0)
@@ -125,6 +127,7 @@ class _Parser:
   def parse(self) -> Module:
     s, i, n = self.src, 0, len(self.src)
     version, target, kernels, gvars, funcs = "", "", {}, {}, set()
+    bodies: dict[str, Kernel] = {}
     while i < n:
       while i < n and s[i].isspace(): i += 1
       if i >= n: break
@@ -146,9 +149,9 @@ class _Parser:
           k = self.parse_kernel(head, i, j, end)
           kernels[k.name] = k
         elif ".func" in words:
-          name = words[words.index(".func") + 1]
-          if name == "(": name = head.split(")")[1].split("(")[0].strip()   # .func (.param .b32 ret) name(...)
-          funcs.add(name)
+          f = self.parse_func(head, i, j, end)
+          funcs.add(f.name)
+          bodies[f.name] = f
         else: raise self.error(i, f"unknown top-level block {head[:60]!r}")
         i = end + 1
         continue
@@ -165,6 +168,8 @@ class _Parser:
       if not m: raise self.error(i, f"unknown module-level statement {stmt[:60]!r}")
       v = self.parse_var(m.group(1), m.group(2), i)
       gvars[v.name] = v
+    # calls to .func bodies are inlined (NVRTC emits them for f64 sin/cos/pow's slow paths and __noinline__ functions)
+    for name in list(kernels): kernels[name] = _Inliner(bodies, funcs).expand(kernels[name])
     # module-level .shared variables belong to every kernel's shared window
     shared = {n: v for n, v in gvars.items() if v.space == "shared"}
     for k in kernels.values():
@@ -195,11 +200,24 @@ class _Parser:
       init = b"".join((v & ((1 << (8 * TYPE_SIZE[t])) - 1)).to_bytes(TYPE_SIZE[t], "little") for v in vals).ljust(size, b"\0")
     return Variable(name, space, size, align or TYPE_SIZE[t], init)
 
+  def parse_func(self, head: str, start: int, lbrace: int, rbrace: int) -> Kernel:
+    m = re.search(r"\.func\s*(\((.*?)\))?\s*([\w$]+)\s*(\((.*?)\))?\s*$", head, re.S)
+    if not m: raise self.error(start, "cannot parse .func header")
+    f = Kernel(m.group(3), self.parse_params(m.group(5) or "", start))
+    f.rets = self.parse_params(m.group(2) or "", start)
+    self.parse_body(f, lbrace + 1, rbrace)
+    return f
+
   def parse_kernel(self, head: str, start: int, lbrace: int, rbrace: int) -> Kernel:
     m = re.search(r"\.entry\s+([\w$]+)\s*(\((.*?)\))?", head, re.S)
     if not m: raise self.error(start, "cannot parse .entry header")
+    k = Kernel(m.group(1), self.parse_params(m.group(3) or "", start))
+    self.parse_body(k, lbrace + 1, rbrace)
+    return k
+
+  def parse_params(self, text: str, start: int) -> list[Param]:
     params, off = [], 0
-    for p in _split_top(m.group(3) or ""):
+    for p in _split_top(text):
       words = p.split()
       if words[0] != ".param": raise self.error(start, f"kernel parameter {p!r}")
       # `.param .u64 .ptr .global .align 16 name`: the pointer attributes say nothing an interpreter needs
@@ -216,9 +234,7 @@ class _Parser:
       off = (off + align - 1) // align * align
       params.append(Param(pm.group(1), t, size, align, off))
       off += size
-    k = Kernel(m.group(1), params)
-    self.parse_body(k, lbrace + 1, rbrace)
-    return k
+    return params
 
   def parse_body(self, k: Kernel, i: int, end: int) -> None:
     s = self.src
@@ -240,9 +256,13 @@ class _Parser:
       stmt = " ".join(s[i:j].split())
       if stmt.startswith(".reg"): self.declare_regs(k, scopes[-1], stmt, i)
       elif stmt.split()[0] in _IGNORED_BODY_DIRECTIVES: pass
-      elif _VARDECL.match(stmt):
+      elif _VARDECL.match(stmt) or stmt.startswith(".param "):
         vm = _VARDECL.match(stmt)
-        v = self.parse_var(vm.group(1), vm.group(2), i)
+        # a `.param` in a body is a call argument / return slot: per thread, so it lives in local memory
+        v = self.parse_var(vm.group(1), vm.group(2), i) if vm else self.parse_var("local", stmt[len(".param "):], i)
+        old = k.variables.get(v.name)
+        if old is not None and old.space == v.space:   # callseq blocks redeclare param0/retval0: one slot of the largest size
+          v.size, v.align = max(v.size, old.size), max(v.align, old.align)
         k.variables[v.name] = v
       elif stmt.startswith("."): raise PTXUnsupportedError(f"PTX line {self.line(i)}: directive {stmt.split()[0]} in a kernel body")
       else: pending.append((stmt, i, _Scope(tuple(scopes))))
@@ -302,6 +322,7 @@ class _Parser:
       if _INT.match(base_txt): return ("addr", None, parse_int(base_txt) + disp)
       return ("addr", self.parse_operand(base_txt, scope, k, off), disp)
     if x.startswith("{"): return ("vec", [self.parse_operand(e, scope, k, off) for e in _split_top(x[1:-1])])
+    if x.startswith("("): return ("plist", [e.strip() for e in _split_top(x[1:-1])])   # call (ret), f, (args)
     if x.startswith("!"): return ("not", self.parse_operand(x[1:], scope, k, off))
     if "|" in x: a, b = x.split("|"); return ("pair", self.parse_operand(a, scope, k, off), self.parse_operand(b, scope, k, off))
     if x == "_": return ("sink",)
@@ -312,6 +333,70 @@ class _Parser:
     m = re.match(r"^([\w$]+)(?:\+(\d+))?$", x)
     if m: return ("sym", m.group(1), int(m.group(2) or 0))
     raise self.error(off, f"cannot parse operand {x!r}")
+
+
+class _Inliner:
+  """Replaces each `call` by a copy of the callee's body: fresh register slots, its variables renamed per call site, its
+  formal parameters bound to the caller's argument slots, `ret` turned into a branch to the return point."""
+  MAX_DEPTH = 8
+
+  def __init__(self, bodies: dict[str, Kernel], declared: set[str]):
+    self.bodies, self.declared, self.sites = bodies, declared, 0
+
+  def expand(self, k: Kernel, depth: int = 0) -> Kernel:
+    if not any(ins.op == "call" for ins in k.instrs): return k
+    if depth > self.MAX_DEPTH: raise PTXUnsupportedError(f"calls nested deeper than {self.MAX_DEPTH} (recursion?) in {k.name}")
+    out = Kernel(k.name, k.params, list(k.reg_types), list(k.reg_names), dict(k.variables), [], {}, rets=k.rets)
+    at: dict[int, list[str]] = {}
+    for name, i in k.labels.items(): at.setdefault(i, []).append(name)
+    for i, ins in enumerate(k.instrs):
+      for name in at.get(i, []): out.labels[name] = len(out.instrs)
+      if ins.op == "call": self.inline(out, ins, depth)
+      else: out.instrs.append(ins)
+    for name in at.get(len(k.instrs), []): out.labels[name] = len(out.instrs)
+    return out
+
+  def inline(self, out: Kernel, ins: Instr, depth: int) -> None:
+    ops = list(ins.operands)
+    rets = ops.pop(0)[1] if ops and ops[0][0] == "plist" else []
+    if not ops or ops[0][0] != "sym": raise PTXUnsupportedError(f"PTX line {ins.line}: indirect call in `{ins.text}`")
+    name = ops.pop(0)[1]
+    args = ops.pop(0)[1] if ops and ops[0][0] == "plist" else []
+    if name not in self.bodies:
+      why = "declared without a body (e.g. vprintf, malloc)" if name in self.declared else "not defined in this module"
+      raise PTXUnsupportedError(f"PTX line {ins.line}: call of {name}, {why}, in `{ins.text}`")
+    if ins.guard is not None: raise PTXUnsupportedError(f"PTX line {ins.line}: predicated call in `{ins.text}`")
+    f = self.expand(self.bodies[name], depth + 1)
+    if len(args) != len(f.params) or len(rets) != len(f.rets): raise PTXUnsupportedError(f"PTX line {ins.line}: argument count of `{ins.text}`")
+    self.sites += 1
+    tag = f"#{name}#{self.sites}"
+    base = len(out.reg_types)
+    out.reg_types += f.reg_types
+    out.reg_names += [n + tag for n in f.reg_names]
+    rename = {p.name: a for p, a in zip(f.params, args)} | {p.name: r for p, r in zip(f.rets, rets)}
+    for v in f.variables.values():
+      rename[v.name] = v.name + tag
+      out.variables[v.name + tag] = Variable(v.name + tag, v.space, v.size, v.align, v.init)
+    rename |= {lab: lab + tag for lab in f.labels}
+    ret_label = "ret" + tag
+    at: dict[int, list[str]] = {}
+    for lab, i in f.labels.items(): at.setdefault(i, []).append(lab)
+
+    def op(o: Operand) -> Operand:
+      kind = o[0]
+      if kind == "reg": return ("reg", o[1] + base)
+      if kind == "sym": return ("sym", rename.get(o[1], o[1]), o[2])
+      if kind == "addr": return ("addr", None if o[1] is None else op(o[1]), o[2])
+      if kind == "vec": return ("vec", [op(e) for e in o[1]])
+      if kind in ("not",): return (kind, op(o[1]))
+      if kind == "pair": return ("pair", op(o[1]), op(o[2]))
+      return o
+    for i, fi in enumerate(f.instrs):
+      for lab in at.get(i, []): out.labels[lab + tag] = len(out.instrs)
+      guard = None if fi.guard is None else (fi.guard[0] + base, fi.guard[1])
+      if fi.op in ("ret",): out.instrs.append(Instr("bra", (), (("sym", ret_label, 0),), guard, fi.line, f"{fi.text} (return from {name})"))
+      else: out.instrs.append(Instr(fi.op, fi.mods, tuple(op(o) for o in fi.operands), guard, fi.line, fi.text))
+    out.labels[ret_label] = len(out.instrs)
 
 
 class _Scope:
