@@ -319,3 +319,38 @@ def test_param_attributes_and_shared_cta():
   assert g.cu.cuLaunchKernel(g.function(ptx, "k"), 1, 1, 1, 32, 1, 1, 0, None, kp, None) == 0
   np.testing.assert_array_equal(g.download(pout, (32,), np.uint32), np.arange(32) + 1000)
   assert g.download(pout + 128, (1,), np.uint64)[0] == 0x1122334455667788
+
+
+def test_carry_chains_do_wide_arithmetic():
+  # 96-bit add and subtract from 32-bit limbs, and a 64x32 multiply-add with madc, against Python integers
+  body = """  mov.u32 %r1, %tid.x;
+  mul.wide.u32 %rd2, %r1, 24;
+  add.s64 %rd3, %rd0, %rd2;
+  ld.global.v2.u32 {%r2, %r3}, [%rd3];
+  ld.global.v2.u32 {%r4, %r5}, [%rd3+8];
+  ld.global.v2.u32 {%r6, %r7}, [%rd3+16];
+  add.cc.u32 %r10, %r2, %r5;
+  addc.cc.u32 %r11, %r3, %r6;
+  addc.u32 %r12, %r4, %r7;
+  sub.cc.u32 %r13, %r2, %r5;
+  subc.cc.u32 %r14, %r3, %r6;
+  subc.u32 %r15, %r4, %r7;
+  mad.lo.cc.u32 %r16, %r2, %r5, %r6;
+  madc.hi.u32 %r17, %r2, %r5, %r7;
+  mul.wide.u32 %rd4, %r1, 32;
+  add.s64 %rd5, %rd1, %rd4;
+  st.global.v4.u32 [%rd5], {%r10, %r11, %r12, %r13};
+  st.global.v4.u32 [%rd5+16], {%r14, %r15, %r16, %r17};
+"""
+  rng = np.random.default_rng(3)
+  words = rng.integers(0, 2**32, (64, 6), dtype=np.uint64).astype(np.uint32)
+  words[:8] = np.array([0xFFFFFFFF, 0xFFFFFFFF, 0xFFFFFFFF, 1, 0, 0], np.uint32)   # carries through every limb
+  words[8:16] = np.array([0, 0, 0, 1, 0, 0], np.uint32)                            # borrows through every limb
+  out = np.frombuffer(run(kernel(body), words, 64 * 32, block=(64, 1, 1)), np.uint32).reshape(64, 8)
+  for i, (a0, a1, a2, b0, b1, b2) in enumerate(words.astype(object)):
+    a, b = a0 | (a1 << 32) | (a2 << 64), b0 | (b1 << 32) | (b2 << 64)
+    s, d = (a + b) % 2**96, (a - b) % 2**96
+    assert [int(v) for v in out[i, :3]] == [s & 0xFFFFFFFF, (s >> 32) & 0xFFFFFFFF, s >> 64], i
+    assert [int(v) for v in out[i, 3:6]] == [d & 0xFFFFFFFF, (d >> 32) & 0xFFFFFFFF, d >> 64], i
+    p = a0 * b0 + (b1 | (b2 << 32))   # 32x32 product plus a 64-bit addend
+    assert [int(out[i, 6]), int(out[i, 7])] == [p & 0xFFFFFFFF, (p >> 32) & 0xFFFFFFFF], i
