@@ -8,7 +8,7 @@ import pytest
 import torch
 from cuda_testutil import MockGPU, cuda_to_ptx
 
-from tg_cuda.mock.errors import PTXRuntimeError
+from tg_cuda.mock.errors import PTXRuntimeError, PTXUnsupportedError
 
 u64, i32 = ctypes.c_uint64, ctypes.c_int32
 
@@ -367,3 +367,10 @@ def test_warp_reduce_and_activemask(gpu):
   odd = (w & 1).astype(bool)
   mask = (odd * (1 << np.arange(32, dtype=np.uint64))).sum(1).astype(np.uint32)
   np.testing.assert_array_equal(out[:, :, 2].view(np.uint32), np.where(odd, mask[:, None], 0))
+
+
+def test_call_without_body_raises_naming_it():
+  ptx = cuda_to_ptx('extern "C" __global__ void hello(int x) { printf("%d\\n", x); }\n', "sm_80")
+  g = MockGPU()
+  with pytest.raises(PTXUnsupportedError, match=r"call of vprintf, declared without a body"):
+    g.function(ptx, "hello")
