@@ -91,6 +91,10 @@ def test_device_queries():
   assert cu.cuDeviceGetAttribute(ctypes.byref(v), 123456, 0) == d.CUDA_ERROR_INVALID_VALUE
   name = ctypes.create_string_buffer(64)
   assert cu.cuDeviceGetName(name, 64, 0) == 0 and b"MOCK" in name.value
+  ctx, ctx2 = ctypes.c_void_p(), ctypes.c_void_p()
+  assert cu.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), 0) == 0 and cu.cuDevicePrimaryCtxRetain(ctypes.byref(ctx2), 0) == 0
+  assert ctx.value == ctx2.value and cu.cuCtxSetCurrent(ctx) == 0 and cu.cuCtxSynchronize() == 0
+  assert cu.cuCtxCreate_v4(ctypes.byref(ctx2), None, 0, 0) == 0 and ctx2.value != ctx.value
   s = ctypes.c_char_p()
   assert cu.cuGetErrorName(d.CUDA_ERROR_INVALID_PTX, ctypes.byref(s)) == 0 and s.value == b"CUDA_ERROR_INVALID_PTX"
 

@@ -235,7 +235,7 @@ def test_vector_loads_and_stores():
 
 
 def test_grid_of_many_blocks_and_atomic_on_one_address():
-  # 40 blocks of 48 threads (batched several blocks per numpy pass) all atom.add into one word, each returning a distinct old value
+  # 200 blocks of 48 threads (two batches of up to 8192 lanes) all atom.add into one word, each returning a distinct old value
   body = """  mov.u32 %r1, %tid.x;
   mov.u32 %r2, %ctaid.x;
   mov.u32 %r3, %ntid.x;
@@ -245,9 +245,9 @@ def test_grid_of_many_blocks_and_atomic_on_one_address():
   add.s64 %rd3, %rd1, %rd2;
   st.global.u32 [%rd3+4], %r5;
 """
-  out = np.frombuffer(run(kernel(body), np.zeros(1, np.uint32), 4 + 40 * 48 * 4, block=(48, 1, 1), grid=(40, 1, 1)), np.uint32)
-  assert out[0] == 40 * 48
-  np.testing.assert_array_equal(np.sort(out[1:]), np.arange(40 * 48))
+  out = np.frombuffer(run(kernel(body), np.zeros(1, np.uint32), 4 + 200 * 48 * 4, block=(48, 1, 1), grid=(200, 1, 1)), np.uint32)
+  assert out[0] == 200 * 48
+  np.testing.assert_array_equal(np.sort(out[1:]), np.arange(200 * 48))
 
 
 def test_unknown_instruction_raises_naming_it():

@@ -115,6 +115,7 @@ class MockCUDA:
   host_allocs: dict[int, ctypes.Array] = field(init=False, default_factory=dict)
   initialized: bool = field(init=False, default=False)
   current: int = field(init=False, default=0)
+  primary: int = field(init=False, default=0)
   launches: int = field(init=False, default=0)
 
   def __post_init__(self) -> None:
@@ -178,6 +179,18 @@ class MockCUDA:
     h = self._new(_Context(0))
     self.current = h
     _out(ctx, h); return CUDA_SUCCESS
+
+  def cuCtxCreate_v4(self, ctx, params, flags, device) -> int:   # CUDA 13's cuCtxCreate (CUctxCreateParams are ignored)
+    return self.cuCtxCreate_v2(ctx, flags, device)
+
+  def cuDevicePrimaryCtxRetain(self, ctx, device) -> int:
+    if not self.initialized: return CUDA_ERROR_NOT_INITIALIZED
+    if _int(device) != 0: return CUDA_ERROR_INVALID_DEVICE
+    if not self.primary: self.primary = self._new(_Context(0))
+    _out(ctx, self.primary); return CUDA_SUCCESS
+
+  def cuDevicePrimaryCtxRelease_v2(self, device) -> int:
+    return CUDA_SUCCESS if _int(device) == 0 else CUDA_ERROR_INVALID_DEVICE
 
   def cuCtxDestroy_v2(self, ctx) -> int:
     if self._get(ctx, _Context) is None: return CUDA_ERROR_INVALID_CONTEXT
