@@ -354,3 +354,10 @@ def test_carry_chains_do_wide_arithmetic():
     assert [int(v) for v in out[i, 3:6]] == [d & 0xFFFFFFFF, (d >> 32) & 0xFFFFFFFF, d >> 64], i
     p = a0 * b0 + (b1 | (b2 << 32))   # 32x32 product plus a 64-bit addend
     assert [int(out[i, 6]), int(out[i, 7])] == [p & 0xFFFFFFFF, (p >> 32) & 0xFFFFFFFF], i
+
+
+def test_access_past_an_allocation_raises():
+  # one element past the end of a 4-byte input (inside the allocation's 256-byte padding): a bug the GPU would not report
+  body = "  ld.global.u32 %r1, [%rd0+4];\n  st.global.u32 [%rd1], %r1;\n"
+  with pytest.raises(PTXRuntimeError, match=r"illegal address .*not inside a live device allocation"):
+    run(kernel(body), np.zeros(1, np.uint32), 4)

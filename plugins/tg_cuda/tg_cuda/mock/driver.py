@@ -301,7 +301,7 @@ class MockCUDA:
     key = name.decode() if isinstance(name, bytes) else name
     if key not in m.globals: return CUDA_ERROR_NOT_FOUND
     if dptr is not None: _out(dptr, m.globals[key])
-    if nbytes is not None: _out(nbytes, self.mem.allocs[m.globals[key] - GLOBAL_BASE])
+    if nbytes is not None: _out(nbytes, self.mem.requested[m.globals[key] - GLOBAL_BASE])
     return CUDA_SUCCESS
 
   def cuFuncGetAttribute(self, value, attrib, func) -> int:

@@ -18,17 +18,31 @@ class DeviceMemory:
   def __init__(self, initial: int = 1 << 20, limit: int = 1 << 34):
     self.buf = np.zeros(initial, np.uint8)
     self.limit = limit
-    self.allocs: dict[int, int] = {}       # offset -> size
+    self.allocs: dict[int, int] = {}       # offset -> reserved size (a multiple of ALLOC_ALIGN)
+    self.requested: dict[int, int] = {}    # offset -> the size asked for: accesses past it are illegal
     self.free: list[tuple[int, int]] = []  # (offset, size), freed blocks
     self.top = ALLOC_ALIGN                 # never hand out offset 0
+    self._bounds: tuple[np.ndarray, np.ndarray] | None = None
 
-  def alloc(self, size: int) -> int:
-    size = max(ALLOC_ALIGN, (size + ALLOC_ALIGN - 1) // ALLOC_ALIGN * ALLOC_ALIGN)
+  def bounds(self) -> tuple[np.ndarray, np.ndarray]:
+    """(starts, ends) of the live allocations as sorted arena offsets, for the interpreter's bounds checks."""
+    if self._bounds is None:
+      starts = np.array(sorted(self.allocs), np.int64)
+      self._bounds = (starts, starts + np.array([self.requested[s] for s in starts.tolist()], np.int64))
+    return self._bounds
+
+  def alloc(self, nbytes: int) -> int:
+    ptr = self._reserve(max(ALLOC_ALIGN, (nbytes + ALLOC_ALIGN - 1) // ALLOC_ALIGN * ALLOC_ALIGN))
+    self.requested[ptr - GLOBAL_BASE] = nbytes
+    return ptr
+
+  def _reserve(self, size: int) -> int:
     for i, (off, sz) in enumerate(self.free):
       if sz >= size:
         if sz == size: self.free.pop(i)
         else: self.free[i] = (off + size, sz - size)
         self.allocs[off] = size
+        self._bounds = None
         self.buf[off:off + size] = 0
         return GLOBAL_BASE + off
     off = self.top
@@ -39,17 +53,20 @@ class DeviceMemory:
       self.buf = new
     self.top = off + size
     self.allocs[off] = size
+    self._bounds = None
     return GLOBAL_BASE + off
 
   def release(self, ptr: int) -> None:
     off = ptr - GLOBAL_BASE
     size = self.allocs.pop(off, None)
     if size is None: raise ValueError(f"cuMemFree of {ptr:#x}, which is not an allocation")
+    del self.requested[off]
+    self._bounds = None
     self.free.append((off, size))
 
   def offset(self, ptr: int, nbytes: int) -> int:
     """The arena offset of [ptr, ptr+nbytes), which must lie inside one allocation (host copies check this)."""
     off = ptr - GLOBAL_BASE
-    for base, size in self.allocs.items():
+    for base, size in self.requested.items():
       if base <= off and off + nbytes <= base + size: return off
     raise PTXRuntimeError(f"illegal address: {nbytes} bytes at {ptr:#x} are not inside one device allocation")

@@ -763,7 +763,14 @@ def _phys(st: State, space: str, a: np.ndarray, lanes: np.ndarray, nbytes: int, 
   elif space == "local": buf, off, limit = st.local, a, st.lo_size
   elif space == "param": buf, off, limit = st.param, a, len(st.param)
   else: raise PTXUnsupportedError(f"PTX line {ins.line}: state space {space}")
-  if len(off) and (int(off.min()) < 0 or int(off.max()) + nbytes > limit):
+  if space in ("global", "const") and len(off):   # every access must lie inside one live allocation
+    starts, ends = st.mem.bounds()
+    j = np.searchsorted(starts, off, "right") - 1
+    outside = (j < 0) | (off + nbytes > ends[np.maximum(j, 0)])
+    if outside.any():
+      bad = int(a[np.flatnonzero(outside)[0]])
+      raise PTXRuntimeError(f"PTX line {ins.line}: illegal address {bad:#x} in `{ins.text}` (not inside a live device allocation)")
+  elif len(off) and (int(off.min()) < 0 or int(off.max()) + nbytes > limit):
     bad = int(a[np.flatnonzero((off < 0) | (off + nbytes > limit))[0]])
     raise PTXRuntimeError(f"PTX line {ins.line}: illegal address {bad:#x} in `{ins.text}` ({space} space holds {limit} bytes)")
   if nbytes > 1 and len(off) and (off & (nbytes - 1)).any():
