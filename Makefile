@@ -40,6 +40,7 @@ bench: $(VENV)/.installed-test
 	$(BIN)/python bench/matmul_python.py
 	$(BIN)/python bench/cpu_matmul.py
 	$(BIN)/python bench/cpu_ops.py
+	$(BIN)/python bench/ptx_interp.py
 	$(BIN)/python bench/rewrite.py
 	$(BIN)/python bench/import_time.py
 
