@@ -4,7 +4,7 @@ import ctypes
 
 import numpy as np
 import pytest
-from cuda_testutil import MockGPU, ptxas_check
+from cuda_testutil import PTXAS, MockGPU, ptxas_check
 from tg_core.device import DeviceUnavailableError
 
 from tg_cuda.mock import driver as d
@@ -44,6 +44,7 @@ DONE:
 """
 
 
+@pytest.mark.skipif(PTXAS is None, reason="ptxas (CUDA toolkit or pip's nvidia-cuda-nvcc) is not installed")
 def test_axpy_ptx_is_valid():
   ptxas_check(AXPY, "sm_90")
 
