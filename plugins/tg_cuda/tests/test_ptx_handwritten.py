@@ -361,3 +361,13 @@ def test_access_past_an_allocation_raises():
   body = "  ld.global.u32 %r1, [%rd0+4];\n  st.global.u32 [%rd1], %r1;\n"
   with pytest.raises(PTXRuntimeError, match=r"illegal address .*not inside a live device allocation"):
     run(kernel(body), np.zeros(1, np.uint32), 4)
+
+
+def test_check_cli_reports_kernels_and_unsupported(tmp_path, capsys):
+  from tg_cuda.mock.__main__ import main
+  good, bad = tmp_path / "good.ptx", tmp_path / "bad.ptx"
+  good.write_text(kernel("  ld.global.u32 %r1, [%rd0];\n  st.global.u32 [%rd1], %r1;\n"))
+  bad.write_text(kernel("  mov.u32 %r1, %tid.x;\n  bfind.u32 %r2, %r1;\n"))
+  assert main([str(good)]) == 0 and "k: " in capsys.readouterr().out
+  assert main([str(good), str(bad)]) == 1
+  assert "PTXUnsupportedError" in capsys.readouterr().out

@@ -342,7 +342,7 @@ def _b_binary(c: _Ctx) -> Callable:
       return enc(_sat01(r) if sat else r)
   else:
     if op in ("add", "sub") and "sat" in mods:
-      if t != "s32": raise c.unsupported(".sat on integer .{t}")
+      if t != "s32": raise c.unsupported(f".sat on integer .{t}")
       f2 = np.add if op == "add" else np.subtract
       def fop(a, b): return np.clip(f2(np.asarray(a).astype(np.int64), np.asarray(b).astype(np.int64)), -2**31, 2**31 - 1).astype(np.int32)
     elif op == "mul":
