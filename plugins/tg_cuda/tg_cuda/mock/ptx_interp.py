@@ -140,7 +140,8 @@ class _Ctx:
 
     def w(st: State, v, m) -> None:
       if conv is not None: v = conv(v)
-      if m is None: st.R[slot] = v if np.ndim(v) else np.broadcast_to(v, (st.L,))
+      # a value all lanes share stays a 0-d array (uniform register): numpy broadcasts it wherever it meets per-lane values
+      if m is None: st.R[slot] = v if isinstance(v, np.ndarray) else np.asarray(v)
       else: st.R[slot] = np.where(m, v, st.R[slot])
     return w
 
@@ -797,15 +798,22 @@ def _b_ld(c: _Ctx) -> Callable:
   if isz * n > 16: raise c.unsupported(f"{isz * n * 8}-bit vector accesses")
   if ins.op == "ldu": space = "global" if space == "generic" else space
   vt = np.dtype((np.void, isz * n))
+  uniform_space = space in ("global", "const", "param")   # (shared and local differ per block / lane)
 
   def gather(buf: np.ndarray, ph: np.ndarray) -> np.ndarray:   # (lanes, n); whole vectors as one opaque element (fast 1-D take)
     if n == 1: return buf.view(dt)[ph // isz][:, None]
     return buf.view(vt)[ph // (isz * n)].view(dt).reshape(-1, n)
 
   def run(st: State, m) -> None:
+    addr = ra(st)
+    if m is None and uniform_space and np.ndim(addr) == 0:   # one address for all lanes: one read, a uniform result
+      buf, ph = _resolve(st, space, addr, _ONE_LANE, isz * n, ins)[0][:2]
+      vals = gather(buf, ph)[0]
+      for i, w in enumerate(ws): w(st, np.asarray(vals[i]), None)
+      return
     idx = None if m is None else np.flatnonzero(m)
     cnt = st.L if idx is None else len(idx)
-    parts = _resolve(st, space, ra(st), idx, isz * n, ins)
+    parts = _resolve(st, space, addr, idx, isz * n, ins)
     if len(parts) == 1 and len(parts[0][2]) == cnt: out = gather(*parts[0][:2])   # one state space
     else:
       out = np.zeros((cnt, n), dt)
@@ -915,6 +923,7 @@ def _b_atom(c: _Ctx) -> Callable:
 # ---------------------------------------------------------------- warp-level
 
 _WARP = 32
+_ONE_LANE = np.zeros(1, np.int64)
 
 
 def _warp_lanes(st: State, m, ins: Instr) -> np.ndarray:
@@ -1294,9 +1303,9 @@ class CompiledKernel:
     st.param = np.frombuffer(pb, np.uint8).copy()
     cx, cy, cz = bids % grid[0], (bids // grid[0]) % grid[1], bids // (grid[0] * grid[1])
     rep = lambda a: np.tile(np.asarray(a, np.uint32), nb)
-    per_block = lambda a: np.repeat(np.asarray(a, np.uint32), nt)
+    per_block = lambda a: np.asarray(np.uint32(a[0])) if nb == 1 else np.repeat(np.asarray(a, np.uint32), nt)
     lane_lin = rep(tlin)
-    u = lambda v: np.broadcast_to(np.uint32(v), (L,))
+    u = lambda v: np.asarray(np.uint32(v))   # uniform: 0-d
     st.sreg = {"%tid.x": rep(tids[0]), "%tid.y": rep(tids[1]), "%tid.z": rep(tids[2]), "%ntid.x": u(block[0]), "%ntid.y": u(block[1]),
                "%ntid.z": u(block[2]), "%ctaid.x": per_block(cx), "%ctaid.y": per_block(cy), "%ctaid.z": per_block(cz), "%nctaid.x": u(grid[0]),
                "%nctaid.y": u(grid[1]), "%nctaid.z": u(grid[2]), "%laneid": lane_lin % 32, "%warpid": lane_lin // 32,
