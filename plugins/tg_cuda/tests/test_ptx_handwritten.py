@@ -72,6 +72,8 @@ INT_CASES = [  # (PTX, expected u32) with %r1..%r8 = INT_IN; expectations from t
   ("mul.hi.u32 %r30, %r8, %r8;", (0xF0000000 ** 2) >> 32), ("mul.hi.s32 %r30, %r8, %r4;", ((-0x10000000 * -1) >> 32) & 0xFFFFFFFF),
   ("bfe.u32 %r30, %r8, 28, 8;", 0xF), ("bfe.s32 %r30, %r8, 28, 4;", 0xFFFFFFFF), ("bfe.u32 %r30, %r8, 40, 4;", 0),
   ("bfi.b32 %r30, %r1, %r8, 4, 8;", 0xF0000070), ("popc.b32 %r30, %r8;", 4), ("clz.b32 %r30, %r2;", 32), ("brev.b32 %r30, %r1;", 0xE0000000),
+  ("bfind.u32 %r30, %r8;", 31), ("bfind.u32 %r30, %r2;", 0xFFFFFFFF), ("bfind.s32 %r30, %r4;", 0xFFFFFFFF), ("bfind.s32 %r30, %r8;", 27),
+  ("bfind.shiftamt.u32 %r30, %r1;", 29), ("bfind.u32 %r30, %r5;", 5),
   ("neg.s32 %r30, %r3;", 0x80000000), ("abs.s32 %r30, %r3;", 0x80000000), ("min.s32 %r30, %r3, %r1;", 0x80000000), ("min.u32 %r30, %r3, %r1;", 7),
   ("cvt.s64.s32 %rd5, %r8; shl.b64 %rd6, %rd5, %r5; shr.u64 %rd6, %rd6, 60; cvt.u32.u64 %r30, %rd6;", 0xF),
   ("cvt.u64.u32 %rd5, %r8; shl.b64 %rd6, %rd5, 64; cvt.u32.u64 %r30, %rd6;", 0),
@@ -251,10 +253,10 @@ def test_grid_of_many_blocks_and_atomic_on_one_address():
 
 
 def test_unknown_instruction_raises_naming_it():
-  ptx = kernel("  mov.u32 %r1, %tid.x;\n  bfind.u32 %r2, %r1;\n  st.global.u32 [%rd1], %r2;\n")
+  ptx = kernel("  mov.u32 %r1, %tid.x;\n  nanosleep.u32 %r1;\n  st.global.u32 [%rd1], %r1;\n")
   ptxas_check(ptx)
-  line = ptx.splitlines().index("  bfind.u32 %r2, %r1;") + 1
-  with pytest.raises(PTXUnsupportedError, match=rf"PTX line {line}: instruction bfind in `bfind.u32 %r2, %r1`"):
+  line = ptx.splitlines().index("  nanosleep.u32 %r1;") + 1
+  with pytest.raises(PTXUnsupportedError, match=rf"PTX line {line}: instruction nanosleep in `nanosleep.u32 %r1`"):
     load_module(parse_ptx(ptx), DeviceMemory())
 
 
@@ -367,7 +369,42 @@ def test_check_cli_reports_kernels_and_unsupported(tmp_path, capsys):
   from tg_cuda.mock.__main__ import main
   good, bad = tmp_path / "good.ptx", tmp_path / "bad.ptx"
   good.write_text(kernel("  ld.global.u32 %r1, [%rd0];\n  st.global.u32 [%rd1], %r1;\n"))
-  bad.write_text(kernel("  mov.u32 %r1, %tid.x;\n  bfind.u32 %r2, %r1;\n"))
+  bad.write_text(kernel("  mov.u32 %r1, %tid.x;\n  nanosleep.u32 %r1;\n"))
   assert main([str(good)]) == 0 and "k: " in capsys.readouterr().out
   assert main([str(good), str(bad)]) == 1
   assert "PTXUnsupportedError" in capsys.readouterr().out
+
+
+def test_barriers_in_loops_with_per_block_trip_counts():
+  # block b rotates its shared array b+1 times, a bar.sync between each read and write; 24 blocks of 64 threads run in one
+  # lane batch, so blocks reach their barriers a different number of times (each block must still see only its own)
+  body = """  .shared .align 4 .b32 buf[64];
+  mov.u32 %r1, %tid.x;
+  mov.u32 %r2, %ctaid.x;
+  shl.b32 %r3, %r1, 2;
+  mov.u32 %r4, buf;
+  add.u32 %r5, %r4, %r3;
+  mad.lo.u32 %r6, %r2, 1000, %r1;
+  st.shared.u32 [%r5], %r6;
+  add.u32 %r7, %r1, 1;
+  and.b32 %r7, %r7, 63;
+  shl.b32 %r7, %r7, 2;
+  add.u32 %r7, %r4, %r7;
+  mov.u32 %r8, 0;
+LOOP:
+  bar.sync 0;
+  ld.shared.u32 %r9, [%r7];
+  bar.sync 0;
+  st.shared.u32 [%r5], %r9;
+  add.u32 %r8, %r8, 1;
+  setp.le.u32 %p1, %r8, %r2;
+  @%p1 bra LOOP;
+  mad.lo.u32 %r10, %r2, 64, %r1;
+  mul.wide.u32 %rd2, %r10, 4;
+  add.s64 %rd3, %rd1, %rd2;
+  st.global.u32 [%rd3], %r9;
+"""
+  out = np.frombuffer(run(kernel(body), np.zeros(1, np.uint32), 24 * 64 * 4, block=(64, 1, 1), grid=(24, 1, 1)), np.uint32).reshape(24, 64)
+  t = np.arange(64)
+  want = np.stack([b * 1000 + (t + b + 1) % 64 for b in range(24)])
+  np.testing.assert_array_equal(out, want)

@@ -375,7 +375,7 @@ def _b_unary(c: _Ctx) -> Callable:
   ins = c.ins
   op, t = ins.op, c.type_of()
   mods = set(ins.mods)
-  c.check_mods({"ftz", "approx", "rn", "full", "NaN"})
+  c.check_mods({"ftz", "approx", "rn", "full", "NaN", "shiftamt"})
   if t in ("f16x2", "bf16x2"): return _packed(c, t, _b_unary)
   if op in ("ex2", "tanh") and t in ("f16", "bf16") and "approx" in mods:   # computed in f64, rounded once to the type
     dec, enc, g = _fdec(t), _fenc(t), _approx(op)
@@ -409,6 +409,18 @@ def _b_unary(c: _Ctx) -> Callable:
     ra, w = c.rd(ins.operands[1], t), c.wr(ins.operands[0], "u32")
     return lambda st, m: w(st, _clz(ra(st), t), m)
   elif op == "brev": f = lambda x: _brev(x, t)
+  elif op == "bfind":   # position of the most significant bit that differs from the sign (unsigned: the msb set), or all ones
+    n = BITS[t]
+    shiftamt = "shiftamt" in mods
+    ra, w = c.rd(ins.operands[1], t), c.wr(ins.operands[0], "u32")
+
+    def bfind(st: State, m) -> None:
+      x = np.asarray(ra(st))
+      x = np.where(x < 0, ~x, x) if t in SIGNED else x
+      pos = np.uint32(n - 1) - _clz(x, t)   # wraps to all ones for x == 0
+      if shiftamt: pos = np.where(x == 0, np.uint32(0xFFFFFFFF), np.uint32(n - 1) - pos)
+      w(st, pos.astype(np.uint32), m)
+    return bfind
   else: raise c.unsupported(op)
   ra, w = c.rd(ins.operands[1], t), c.wr(ins.operands[0], t)
   return lambda st, m: w(st, f(ra(st)), m)
@@ -1226,7 +1238,7 @@ def _b_nop(c: _Ctx) -> Callable:
 
 BUILDERS: dict[str, Callable[[_Ctx], Callable]] = {
   **{op: _b_binary for op in ("add", "sub", "mul", "div", "rem", "min", "max", "and", "or", "xor", "shl", "shr", "copysign")},
-  **{op: _b_unary for op in ("neg", "abs", "not", "cnot", "popc", "clz", "brev", "ex2", "lg2", "sin", "cos", "tanh", "rcp", "sqrt", "rsqrt")},
+  **{op: _b_unary for op in ("neg", "abs", "not", "cnot", "popc", "clz", "brev", "bfind", "ex2", "lg2", "sin", "cos", "tanh", "rcp", "sqrt", "rsqrt")},
   "fma": _b_fma, "mad": _b_fma, "setp": _b_setp, "selp": _b_selp, "slct": _b_selp, "mov": _b_mov, "cvt": _b_cvt, "cvta": _b_cvta,
   "ld": _b_ld, "ldu": _b_ld, "st": _b_st, "atom": _b_atom, "red": _b_atom, "addc": _b_carry, "subc": _b_carry, "madc": _b_carry,
   "mma": _b_mma, "ldmatrix": _b_ldmatrix, "shfl": _b_shfl, "redux": _b_redux, "activemask": _b_activemask, "vote": _b_vote,
