@@ -214,6 +214,18 @@ __global__ void warp_misc(const int* a, int* out) {
   out[threadIdx.x * 3 + 0] = s; out[threadIdx.x * 3 + 1] = mx; out[threadIdx.x * 3 + 2] = (int)m;
 }
 
+// cp.async global->shared (16 bytes per thread, the last thread's copy truncated by src-size), then a rotated read-back
+__global__ void cp_async(const float4* src, float4* out) {
+  __shared__ __align__(16) float4 tile[64];
+  unsigned saddr = (unsigned)__cvta_generic_to_shared(&tile[threadIdx.x]);
+  int src_size = threadIdx.x == 63 ? 8 : 16;
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" :: "r"(saddr), "l"(src + threadIdx.x), "r"(src_size));
+  asm volatile("cp.async.commit_group;");
+  asm volatile("cp.async.wait_group 0;");
+  __syncthreads();
+  out[threadIdx.x] = tile[(threadIdx.x + 1) % 64];
+}
+
 __global__ void illegal(float* p) { p[threadIdx.x * 1000000] = 1.0f; }
 }
 

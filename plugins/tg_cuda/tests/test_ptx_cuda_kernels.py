@@ -374,3 +374,12 @@ def test_call_without_body_raises_naming_it():
   g = MockGPU()
   with pytest.raises(PTXUnsupportedError, match=r"call of vprintf, declared without a body"):
     g.function(ptx, "hello")
+
+
+def test_cp_async_to_shared(gpu):
+  a = np.arange(64 * 4, dtype=np.float32).reshape(64, 4) + 1
+  pa, po = gpu.upload(a), gpu.empty(a.nbytes)
+  gpu.launch(fn(gpu, "cp_async"), (1, 1, 1), (64, 1, 1), u64(pa), u64(po))
+  tile = a.copy()
+  tile[63, 2:] = 0   # src-size 8 of 16: the rest zero-filled
+  np.testing.assert_array_equal(gpu.download(po, (64, 4), np.float32), np.roll(tile, -1, axis=0))

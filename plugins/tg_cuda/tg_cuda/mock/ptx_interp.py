@@ -1170,6 +1170,33 @@ def _b_carry(c: _Ctx) -> Callable:
   return run
 
 
+def _b_cp(c: _Ctx) -> Callable:
+  """cp.async.{ca,cg}.shared.global [dst], [src], cp-size{, src-size}: copied at once (memory is coherent here), bytes past
+  src-size zero-filled; commit_group / wait_group / wait_all have nothing left to wait for."""
+  ins = c.ins
+  if ins.mods[:1] != ("async",): raise c.unsupported(f"cp form .{'.'.join(ins.mods)}")
+  if set(ins.mods[1:]) & {"commit_group", "wait_group", "wait_all"}: return _b_nop(c)
+  if not {"shared", "global"} <= set(ins.mods) or set(ins.mods) - {"async", "ca", "cg", "shared", "global"} - HINTS:
+    raise c.unsupported(f"cp.async form .{'.'.join(ins.mods)} (supported: cp.async.{{ca,cg}}.shared.global)")
+  ops = ins.operands
+  if ops[2][0] != "imm" or parse_int(ops[2][1]) not in (4, 8, 16): raise c.unsupported("cp.async size (4, 8 or 16 bytes)")
+  size = parse_int(ops[2][1])
+  rdst, rsrc = _addr(c, ops[0]), _addr(c, ops[1])
+  rsz = c.rd(ops[3], "u32") if len(ops) > 3 and ops[3][0] in ("reg", "imm") else None
+  vt = np.dtype((np.void, size))
+
+  def run(st: State, m) -> None:
+    idx = np.arange(st.L) if m is None else np.flatnonzero(m)
+    if not len(idx): return
+    data = np.zeros((len(idx), size), np.uint8)
+    for buf, ph, pos in _resolve(st, "global", rsrc(st), idx, size, ins): data[pos] = buf.view(vt)[ph // size].view(np.uint8).reshape(-1, size)
+    if rsz is not None:
+      n = np.broadcast_to(np.asarray(rsz(st)), (st.L,))[idx].astype(np.int64)
+      data[np.arange(size)[None, :] >= n[:, None]] = 0
+    for buf, ph, pos in _resolve(st, "shared", rdst(st), idx, size, ins): buf.view(vt)[ph // size] = np.ascontiguousarray(data[pos]).view(vt).reshape(-1)
+  return run
+
+
 def _b_redux(c: _Ctx) -> Callable:
   """redux.sync.{add,min,max,and,or,xor}.{u32,s32,b32} d, a, membermask: the reduction over the (whole) warp."""
   ins = c.ins
@@ -1240,7 +1267,7 @@ BUILDERS: dict[str, Callable[[_Ctx], Callable]] = {
   **{op: _b_binary for op in ("add", "sub", "mul", "div", "rem", "min", "max", "and", "or", "xor", "shl", "shr", "copysign")},
   **{op: _b_unary for op in ("neg", "abs", "not", "cnot", "popc", "clz", "brev", "bfind", "ex2", "lg2", "sin", "cos", "tanh", "rcp", "sqrt", "rsqrt")},
   "fma": _b_fma, "mad": _b_fma, "setp": _b_setp, "selp": _b_selp, "slct": _b_selp, "mov": _b_mov, "cvt": _b_cvt, "cvta": _b_cvta,
-  "ld": _b_ld, "ldu": _b_ld, "st": _b_st, "atom": _b_atom, "red": _b_atom, "addc": _b_carry, "subc": _b_carry, "madc": _b_carry,
+  "ld": _b_ld, "ldu": _b_ld, "st": _b_st, "atom": _b_atom, "red": _b_atom, "addc": _b_carry, "subc": _b_carry, "madc": _b_carry, "cp": _b_cp,
   "mma": _b_mma, "ldmatrix": _b_ldmatrix, "shfl": _b_shfl, "redux": _b_redux, "activemask": _b_activemask, "vote": _b_vote,
   "bfe": _b_bfe, "bfi": _b_bfe, "prmt": _b_prmt, "testp": _b_testp, "membar": _b_nop, "fence": _b_nop,
 }
