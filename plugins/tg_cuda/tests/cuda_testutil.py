@@ -38,7 +38,16 @@ def _fp16_include_dir() -> str | None:
 NVRTC_PATH = _find_nvrtc()
 FP16_INCLUDE = _fp16_include_dir()
 NVCC = shutil.which("nvcc")
-PTXAS = shutil.which("ptxas")
+def _find_ptxas() -> str | None:
+  """ptxas on PATH (a CUDA toolkit) or from PyPI's nvidia-cuda-nvcc (nvidia/<cu>/bin/ptxas)."""
+  if shutil.which("ptxas"): return shutil.which("ptxas")
+  try: import nvidia
+  except ImportError: return None
+  hits = [p for d in nvidia.__path__ for p in sorted(glob.glob(os.path.join(d, "*", "bin", "ptxas")))]
+  return hits[0] if hits else None
+
+
+PTXAS = _find_ptxas()
 
 
 def _nvrtc_compile(src: str, arch: str, fast_math: bool = False) -> str:
