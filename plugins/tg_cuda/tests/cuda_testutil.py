@@ -50,12 +50,12 @@ def _find_ptxas() -> str | None:
 PTXAS = _find_ptxas()
 
 
-def _nvrtc_compile(src: str, arch: str, fast_math: bool = False) -> str:
+def _nvrtc_compile(src: str, arch: str, fast_math: bool = False, extra: tuple[str, ...] = ()) -> str:
   lib = ctypes.CDLL(NVRTC_PATH)
   prog = ctypes.c_void_p()
   assert lib.nvrtcCreateProgram(ctypes.byref(prog), src.encode(), b"k.cu", 0, None, None) == 0
   opts = [f"--gpu-architecture=compute_{arch[3:]}".encode(), b"-default-device"] + ([f"-I{FP16_INCLUDE}".encode()] if FP16_INCLUDE else []) + \
-    ([b"--use_fast_math"] if fast_math else [])
+    ([b"--use_fast_math"] if fast_math else []) + [e.encode() for e in extra]
   opts_arr = (ctypes.c_char_p * len(opts))(*opts)
   rc = lib.nvrtcCompileProgram(prog, len(opts), opts_arr)
   if rc != 0:
@@ -72,18 +72,18 @@ def _nvrtc_compile(src: str, arch: str, fast_math: bool = False) -> str:
   return buf.value.decode()
 
 
-def _nvcc_compile(src: str, arch: str, fast_math: bool = False) -> str:
+def _nvcc_compile(src: str, arch: str, fast_math: bool = False, extra: tuple[str, ...] = ()) -> str:
   with tempfile.TemporaryDirectory() as d:
     cu, ptx = os.path.join(d, "k.cu"), os.path.join(d, "k.ptx")
     with open(cu, "w") as f: f.write(src)
-    subprocess.run([NVCC, "-ptx", f"-arch={arch}", "-o", ptx, cu] + (["-use_fast_math"] if fast_math else []), check=True, capture_output=True)
+    subprocess.run([NVCC, "-ptx", f"-arch={arch}", "-o", ptx, cu] + (["-use_fast_math"] if fast_math else []) + list(extra), check=True, capture_output=True)
     with open(ptx) as f: return f.read()
 
 
-def cuda_to_ptx(src: str, arch: str = "sm_80", fast_math: bool = False) -> str:
+def cuda_to_ptx(src: str, arch: str = "sm_80", fast_math: bool = False, extra: tuple[str, ...] = ()) -> str:
   """CUDA C -> PTX the way users get it (NVRTC from PyPI's nvidia-cuda-nvrtc); nvcc when only that is installed."""
-  if NVRTC_PATH and (FP16_INCLUDE or "cuda_fp16.h" not in src): return _nvrtc_compile(src, arch, fast_math)
-  if NVCC: return _nvcc_compile(src, arch, fast_math)
+  if NVRTC_PATH and (FP16_INCLUDE or "cuda_fp16.h" not in src): return _nvrtc_compile(src, arch, fast_math, extra)
+  if NVCC: return _nvcc_compile(src, arch, fast_math, extra)
   pytest.skip("neither NVRTC (pip install nvidia-cuda-nvrtc) nor nvcc is available to compile CUDA C to PTX")
 
 

@@ -383,3 +383,25 @@ def test_cp_async_to_shared(gpu):
   tile = a.copy()
   tile[63, 2:] = 0   # src-size 8 of 16: the rest zero-filled
   np.testing.assert_array_equal(gpu.download(po, (64, 4), np.float32), np.roll(tile, -1, axis=0))
+
+
+@pytest.mark.parametrize("flag", ["-lineinfo", "-G"])
+def test_debug_info_ptx_runs_the_same(flag):
+  # .loc / .file lines carry no ';' and -G adds .section blocks: none of it may swallow an instruction
+  with open(os.path.join(os.path.dirname(__file__), "kernels.cu")) as f: ptx = cuda_to_ptx(f.read(), "sm_80", extra=(flag,))
+  assert ".loc" in ptx
+  g = MockGPU()
+  rng = np.random.default_rng(15)
+  a = rng.integers(1, 500, 64).astype(np.uint32)
+  pa, po = g.upload(a), g.empty(a.nbytes)
+  g.launch(g.function(ptx, "collatz"), (1, 1, 1), (64, 1, 1), u64(pa), u64(po), i32(len(a)))
+
+  def steps(x):
+    c = 0
+    while x != 1: x = 3 * x + 1 if x & 1 else x >> 1; c += 1
+    return c
+  np.testing.assert_array_equal(g.download(po, a.shape, np.uint32), [steps(int(x)) for x in a])
+  x = rng.standard_normal(300).astype(np.float32)
+  px, pr = g.upload(x), g.empty(4 * 4)
+  g.launch(g.function(ptx, "reduce"), (4, 1, 1), (256, 1, 1), u64(px), u64(pr), i32(len(x)))
+  np.testing.assert_allclose(g.download(pr, (4,), np.float32).sum(), x.astype(np.float64).sum(), rtol=1e-5)

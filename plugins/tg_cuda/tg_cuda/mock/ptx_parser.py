@@ -80,6 +80,7 @@ class Module:
 
 _COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
 _MODULE_DIRECTIVE = re.compile(r"\.(version|target|address_size)[ \t]+[^\n]*")
+_LINE_DIRECTIVE = re.compile(r"\.(loc|file)[ \t][^\n;]*;?")
 _LABEL = re.compile(r"([A-Za-z_$][\w$]*)\s*:(?!:)")
 _VARDECL = re.compile(r"^\.(shared|local|global|const)\s+(.*)$", re.S)
 _INT = re.compile(r"^-?(0[xX][0-9a-fA-F]+|0[0-7]*|[1-9][0-9]*)U?$")
@@ -131,6 +132,8 @@ class _Parser:
     while i < n:
       while i < n and s[i].isspace(): i += 1
       if i >= n: break
+      if _LINE_DIRECTIVE.match(s, i):   # .file at module level (debug line tables)
+        i = _LINE_DIRECTIVE.match(s, i).end(); continue
       dm = _MODULE_DIRECTIVE.match(s, i)
       if dm:   # .version / .target / .address_size end at the line's end, not at a ';'
         words = dm.group(0).split()
@@ -152,6 +155,7 @@ class _Parser:
           f = self.parse_func(head, i, j, end)
           funcs.add(f.name)
           bodies[f.name] = f
+        elif words[0] == ".section": pass   # debug sections (-G / -lineinfo): nothing to execute
         else: raise self.error(i, f"unknown top-level block {head[:60]!r}")
         i = end + 1
         continue
@@ -247,6 +251,9 @@ class _Parser:
       if s[i] == "}":
         if len(scopes) == 1: raise self.error(i, "unbalanced '}'")
         scopes.pop(); i += 1; continue
+      dm = _LINE_DIRECTIVE.match(s, i, end)
+      if dm:   # .loc / .file end at the line's end (no ';'): skipping to a ';' would swallow the next instruction
+        i = dm.end(); continue
       lm = _LABEL.match(s, i, end)
       if lm:
         k.labels[lm.group(1)] = len(k.instrs) + len(pending)
