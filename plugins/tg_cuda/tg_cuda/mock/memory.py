@@ -67,6 +67,7 @@ class DeviceMemory:
   def offset(self, ptr: int, nbytes: int) -> int:
     """The arena offset of [ptr, ptr+nbytes), which must lie inside one allocation (host copies check this)."""
     off = ptr - GLOBAL_BASE
-    for base, size in self.requested.items():
-      if base <= off and off + nbytes <= base + size: return off
+    starts, ends = self.bounds()
+    j = int(np.searchsorted(starts, off, "right")) - 1
+    if j >= 0 and off + nbytes <= int(ends[j]): return off
     raise PTXRuntimeError(f"illegal address: {nbytes} bytes at {ptr:#x} are not inside one device allocation")
