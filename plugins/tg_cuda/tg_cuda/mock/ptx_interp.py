@@ -778,15 +778,19 @@ def _phys(st: State, space: str, a: np.ndarray, lanes: np.ndarray, nbytes: int, 
   else: raise PTXUnsupportedError(f"PTX line {ins.line}: state space {space}")
   if space in ("global", "const") and len(off):   # every access must lie inside one live allocation
     starts, ends = st.mem.bounds()
-    j = np.searchsorted(starts, off, "right") - 1
-    outside = (j < 0) | (off + nbytes > ends[np.maximum(j, 0)])
-    if outside.any():
+    lo, hi = int(off.min()), int(off.max())
+    j0 = int(np.searchsorted(starts, lo, "right")) - 1
+    if j0 >= 0 and hi + nbytes <= int(ends[j0]): outside = None   # the usual case: all lanes inside one buffer
+    else:
+      j = np.searchsorted(starts, off, "right") - 1
+      outside = (j < 0) | (off + nbytes > ends[np.maximum(j, 0)])
+    if outside is not None and outside.any():
       bad = int(a[np.flatnonzero(outside)[0]])
       raise PTXRuntimeError(f"PTX line {ins.line}: illegal address {bad:#x} in `{ins.text}` (not inside a live device allocation)")
   elif len(off) and (int(off.min()) < 0 or int(off.max()) + nbytes > limit):
     bad = int(a[np.flatnonzero((off < 0) | (off + nbytes > limit))[0]])
     raise PTXRuntimeError(f"PTX line {ins.line}: illegal address {bad:#x} in `{ins.text}` ({space} space holds {limit} bytes)")
-  if nbytes > 1 and len(off) and (off & (nbytes - 1)).any():
+  if nbytes > 1 and len(off) and int(np.bitwise_or.reduce(off, axis=None)) & (nbytes - 1):
     raise PTXRuntimeError(f"PTX line {ins.line}: misaligned {nbytes}-byte {space} access in `{ins.text}`")
   if space == "shared": off = off + st.blk[lanes] * st.sh_size
   elif space == "local": off = off + lanes.astype(np.int64) * st.lo_size
