@@ -226,6 +226,20 @@ __global__ void cp_async(const float4* src, float4* out) {
   out[threadIdx.x] = tile[(threadIdx.x + 1) % 64];
 }
 
+// m16n8k8 tf32 (f32 accumulate): D(16x8) = A(16x8) @ B(8x8) + C, operands rounded with cvt.rna.tf32.f32
+__device__ unsigned to_tf32(float x) { unsigned r; asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x)); return r; }
+__global__ void mma_tf32(const float* A, const float* B, const float* C, float* D, unsigned* rounded) {
+  int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  unsigned a[4] = {to_tf32(A[g * 8 + t]), to_tf32(A[(g + 8) * 8 + t]), to_tf32(A[g * 8 + t + 4]), to_tf32(A[(g + 8) * 8 + t + 4])};
+  unsigned b[2] = {to_tf32(B[t * 8 + g]), to_tf32(B[(t + 4) * 8 + g])};
+  float d[4];
+  for (int q = 0; q < 4; q++) d[q] = C[(g + (q >= 2 ? 8 : 0)) * 8 + t * 2 + (q & 1)];
+  asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]) : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+  for (int q = 0; q < 4; q++) D[(g + (q >= 2 ? 8 : 0)) * 8 + t * 2 + (q & 1)] = d[q];
+  rounded[lane] = to_tf32(A[lane]);
+}
+
 __global__ void illegal(float* p) { p[threadIdx.x * 1000000] = 1.0f; }
 }
 

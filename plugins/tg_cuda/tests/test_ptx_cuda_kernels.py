@@ -405,3 +405,23 @@ def test_debug_info_ptx_runs_the_same(flag):
   px, pr = g.upload(x), g.empty(4 * 4)
   g.launch(g.function(ptx, "reduce"), (4, 1, 1), (256, 1, 1), u64(px), u64(pr), i32(len(x)))
   np.testing.assert_allclose(g.download(pr, (4,), np.float32).sum(), x.astype(np.float64).sum(), rtol=1e-5)
+
+
+def test_mma_m16n8k8_tf32(gpu):
+  rng = np.random.default_rng(16)
+  # operands with at most 11 significant bits are exact in tf32, so the product is checked against plain f64 numpy
+  A = (rng.integers(-1024, 1024, (16, 8)) / 64).astype(np.float32)
+  B = (rng.integers(-1024, 1024, (8, 8)) / 32).astype(np.float32)
+  C = rng.standard_normal((16, 8)).astype(np.float32)
+  # cvt.rna.tf32.f32 cases (round to 10 mantissa bits, ties away from zero): a tie, below half, a negative tie, above a tie
+  A[0, :4] = [1 + 2.0 ** -11, 1 + 2.0 ** -12, -(1 + 3 * 2.0 ** -11), 1 + 2.0 ** -10 + 2.0 ** -12]
+  want_rounded = np.array([1 + 2.0 ** -10, 1.0, -(1 + 2.0 ** -9), 1 + 2.0 ** -10], np.float32)
+  pa, pb, pc, pd, pr = gpu.upload(A), gpu.upload(B), gpu.upload(C), gpu.empty(16 * 8 * 4), gpu.empty(32 * 4)
+  assert "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32" in gpu.ptx
+  gpu.launch(fn(gpu, "mma_tf32"), (1, 1, 1), (32, 1, 1), u64(pa), u64(pb), u64(pc), u64(pd), u64(pr))
+  rounded = gpu.download(pr, (32,), np.uint32).view(np.float32)
+  np.testing.assert_array_equal(rounded[:4], want_rounded)
+  np.testing.assert_array_equal(rounded[4:], A.ravel()[4:32])   # exact in tf32: unchanged
+  Ar = A.astype(np.float64)
+  Ar[0, :4] = want_rounded
+  np.testing.assert_allclose(gpu.download(pd, (16, 8), np.float32), Ar @ B.astype(np.float64) + C, rtol=1e-6, atol=1e-5)

@@ -19,9 +19,9 @@ from tg_cuda.mock.ptx_parser import Instr, Kernel, Module, Operand, parse_int
 
 NP: dict[str, type] = {"pred": np.bool_, "b8": np.uint8, "u8": np.uint8, "s8": np.int8, "b16": np.uint16, "u16": np.uint16, "s16": np.int16,
                        "f16": np.float16, "bf16": np.uint16, "b32": np.uint32, "u32": np.uint32, "s32": np.int32, "f32": np.float32,
-                       "f16x2": np.uint32, "bf16x2": np.uint32, "b64": np.uint64, "u64": np.uint64, "s64": np.int64, "f64": np.float64}
+                       "f16x2": np.uint32, "bf16x2": np.uint32, "tf32": np.uint32, "b64": np.uint64, "u64": np.uint64, "s64": np.int64, "f64": np.float64}
 FLOATS = {"f16", "bf16", "f32", "f64"}
-INTS = {t for t in NP if t[0] in "bus" and t != "pred" and "x2" not in t}
+INTS = {t for t in NP if t[0] in "bus" and t != "pred" and "x2" not in t}   # (tf32 is a float stored in .b32)
 SIGNED = {"s8", "s16", "s32", "s64"}
 BITS = {t: np.dtype(v).itemsize * 8 for t, v in NP.items()}
 UNSIGNED_OF = {8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}
@@ -622,6 +622,16 @@ def _b_cvt(c: _Ctx) -> Callable:
   ins = c.ins
   for kind in ("e4m3", "e5m2"):
     if f"{kind}x2" in ins.mods: return _b_cvt_fp8(c, kind)
+  if ins.mods[-2:] == ("tf32", "f32"):   # cvt.rna.tf32.f32: round to 10 mantissa bits, ties away from zero; low 13 bits 0
+    if set(ins.mods[:-2]) != {"rna"}: raise c.unsupported(f"cvt .{'.'.join(ins.mods)} (supported: cvt.rna.tf32.f32)")
+    ra, w = c.rd(ins.operands[1], "f32"), c.wr(ins.operands[0], "b32")
+
+    def rna(st: State, m) -> None:
+      x = np.asarray(ra(st), np.float32)
+      b = x.view(np.uint32)
+      r = (b + np.uint32(0x1000)) & np.uint32(0xFFFFE000)
+      w(st, np.where(np.isfinite(x), r, np.where(np.isnan(x), np.uint32(0x7FFFFFFF), b)).astype(np.uint32), m)
+    return rna
   ts = [m for m in ins.mods if m in NP]
   if len(ts) != 2: raise c.unsupported("cvt without a destination and a source type")
   dt_, st_ = ts
@@ -953,10 +963,14 @@ def _warp_lanes(st: State, m, ins: Instr) -> np.ndarray:
   return np.flatnonzero(full)[:, None] * _WARP + np.arange(_WARP)
 
 
-def _mma_layout(k: int):
+def _mma_layout(k: int, tf32: bool = False):
   """Lane/element -> (row, col) of the m16n8k{16,8} fragments (PTX ISA 'Matrix Fragments for mma.m16n8k16/k8')."""
   lane = np.arange(_WARP)
   g, tig = lane >> 2, lane % 4
+  if tf32:   # m16n8k8 .tf32: a0 (g, t), a1 (g+8, t), a2 (g, t+4), a3 (g+8, t+4); b0 (t, g), b1 (t+4, g)
+    i, j, q = np.arange(4), np.arange(2), np.arange(4)
+    return (g[:, None] + 8 * (i % 2)[None, :], tig[:, None] + 4 * (i >= 2)[None, :], tig[:, None] + 4 * j[None, :],
+            np.broadcast_to(g[:, None], (_WARP, 2)), g[:, None] + 8 * (q >= 2)[None, :], tig[:, None] * 2 + (q & 1)[None, :])
   na = 8 if k == 16 else 4
   i = np.arange(na)
   a_row = g[:, None] + 8 * (((i % 4) >= 2) if k == 16 else (i >= 2))[None, :]
@@ -977,26 +991,29 @@ def _b_mma(c: _Ctx) -> Callable:
   shape = [m for m in mods if m.startswith("m") and "n" in m and "k" in m]
   types = [m for m in mods if m in NP]
   if shape not in (["m16n8k16"], ["m16n8k8"]) or "row" not in mods or "col" not in mods or len(types) != 4:
-    raise c.unsupported(f"mma form .{'.'.join(mods)} (supported: m16n8k16/m16n8k8 .row.col with f16/bf16 inputs)")
+    raise c.unsupported(f"mma form .{'.'.join(mods)} (supported: m16n8k16/m16n8k8 .row.col with f16/bf16 inputs, m16n8k8 tf32)")
   for m in mods:
     if m not in {"sync", "aligned", "row", "col", shape[0]} and m not in NP: raise c.unsupported(f"modifier .{m}")
   dt_, at, bt, ct = types
   k = int(shape[0].split("k")[1])
-  if at != bt or at not in ("f16", "bf16") or dt_ != ct or dt_ not in ("f32", "f16") or (dt_ == "f16" and at != "f16"):
+  tf32 = at == "tf32"
+  if tf32 and (bt != "tf32" or k != 8 or dt_ != "f32" or ct != "f32"): raise c.unsupported(f"mma types .{dt_}.{at}.{bt}.{ct}")
+  if not tf32 and (at != bt or at not in ("f16", "bf16") or dt_ != ct or dt_ not in ("f32", "f16") or (dt_ == "f16" and at != "f16")):
     raise c.unsupported(f"mma types .{dt_}.{at}.{bt}.{ct}")
   d, a, b, cc = ins.operands
-  na, nb = (4, 2) if k == 16 else (2, 1)
+  na, nb = (4, 2) if k == 16 or tf32 else (2, 1)
   nc = 4 if dt_ == "f32" else 2
   if any(o[0] != "vec" for o in (d, a, b, cc)) or len(a[1]) != na or len(b[1]) != nb or len(d[1]) != nc or len(cc[1]) != nc:
     raise c.unsupported("mma operand counts")
   ras, rbs = [c.rd(o, "b32") for o in a[1]], [c.rd(o, "b32") for o in b[1]]
   ctype = "f32" if dt_ == "f32" else "b32"
   rcs, wds = [c.rd(o, ctype) for o in cc[1]], [c.wr(o, ctype) for o in d[1]]
-  a_row, a_col, b_row, b_col, c_row, c_col = _mma_layout(k)
+  a_row, a_col, b_row, b_col, c_row, c_col = _mma_layout(k, tf32)
   dec = nx.bf16_to_f32 if at == "bf16" else (lambda h: h.view(np.float16).astype(np.float32))
 
-  def halves(regs, st, lanes):   # (W,32,n) .b32 registers -> (W,32,2n) f32 elements, low half first
+  def halves(regs, st, lanes):   # (W,32,n) .b32 registers -> (W,32,2n) f32 elements, low half first (tf32: n elements)
     v = np.stack([np.broadcast_to(np.asarray(r(st), np.uint32), (st.L,))[lanes] for r in regs], -1)
+    if tf32: return (v & np.uint32(0xFFFFE000)).view(np.float32)   # the low 13 mantissa bits are ignored
     h = np.stack([v & np.uint32(0xFFFF), v >> np.uint32(16)], -1).reshape(*v.shape[:-1], -1).astype(np.uint16)
     return dec(h)
 
