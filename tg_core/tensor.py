@@ -437,7 +437,9 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, RandomMixin,
   def minimum(self, x: Tensor | ConstType) -> Tensor:
     a, b = self._broadcasted(x)
     if a.dtype == dtypes.bool: return a & b
-    return -((-a).maximum(-b)) if not dtypes.is_unsigned(a.dtype) else a.maximum(b).eq(a).where(b, a)
+    # ints: ~max(~a, ~b) (-x wraps at INT_MIN: -INT_MIN == INT_MIN would come out as the max)
+    if dtypes.is_int(a.dtype): return ~((~a).maximum(~b))
+    return -((-a).maximum(-b))
   def where(self: Tensor, x: Tensor | ConstType, y: Tensor | ConstType) -> Tensor:
     if isinstance(x, Tensor) and isinstance(y, Tensor): x, y = x._broadcasted(y)
     elif isinstance(x, Tensor): x, y = x._broadcasted(y)
@@ -673,15 +675,8 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, RandomMixin,
       if not reverse and type(x) is int and x < 0: raise RuntimeError("Integers to negative integer powers are not allowed.")
       from tg_core.frontend.elementwise import int_pow
       return int_pow(base, exponent)
-    # x**y = exp2(y*log2|x|), with the sign fixed for negative bases with integer exponents; 0**0 = 1
-    b, e = base.cast(least_upper_float(base.dtype)), exponent.cast(least_upper_float(base.dtype))
-    ret = (e * b.abs().log2()).exp2()
-    neg_base = b < 0
-    is_int_e = e.eq(e.trunc())
-    odd = (e.abs() - 2 * (e.abs() * 0.5).floor()).eq(1)
-    # (a NaN constant, not ret * nan: that would put 0 * nan = NaN into the gradient of every element)
-    ret = neg_base.where(is_int_e.where(odd.where(-ret, ret), ret.full_like(math.nan)), ret)
-    return (e.eq(0)).where(1, ret).cast(ret.dtype)
+    from tg_core.frontend.elementwise import float_pow
+    return float_pow(base, exponent)
 
 def _split_factor(n: int) -> int:
   """The number of partial reductions for a full reduction of n elements: the largest divisor of n up to 256 (>= 16)."""
