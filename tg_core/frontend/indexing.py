@@ -319,18 +319,42 @@ class IndexingMixin:
     if mask.dtype != dtypes.bool: raise RuntimeError(f"masked_fill only supports boolean masks, but got mask with dtype {mask.dtype}")
     return mask.where(value, self).cast(self.dtype)
 
-  def masked_select(self: Any, mask: Tensor) -> Tensor:
-    """The elements of self (broadcast with mask) where mask is True, as a 1-D tensor. Eager: the result size depends on the data."""
+  def _nonzero_flat(self: Any, size: int) -> tuple[Tensor, Tensor]:
+    """For the flattened self: the flat positions of the first `size` nonzero elements (int32) and whether each of the `size`
+    slots is filled. Lazy: slot k holds the number of elements before the (k+1)-th nonzero one."""
+    Tensor = _T()
+    if not isinstance(size, int) or size < 0: raise ValueError(f"size must be a non-negative int, got {size!r}")
+    nz = self.flatten().ne(0)
+    count = nz.cast(dtypes.int32).cumsum()
+    k = Tensor.arange(size, dtype=dtypes.int32, device=self.device).reshape(size, 1)
+    pos = (count.reshape(1, -1) <= k).cast(dtypes.int32).sum(1, dtype=dtypes.int32) if self.numel() else Tensor.zeros(size, dtype=dtypes.int32)
+    return pos, k.reshape(size) < nz.cast(dtypes.int32).sum(dtype=dtypes.int32)
+
+  def masked_select(self: Any, mask: Tensor, size: int | None = None, fill_value: Any = 0) -> Tensor:
+    """The elements of self (broadcast with mask) where mask is True, as a 1-D tensor. Without `size` eager (the result size
+    depends on the data); with `size` lazy like tinygrad: exactly `size` elements, padded with `fill_value` or truncated."""
     if mask.dtype != dtypes.bool: raise RuntimeError(f"masked_select: expected BoolTensor for mask, got {mask.dtype}")
     Tensor = _T()
     from tg_core.tensor import _broadcast_shape
     shape = _broadcast_shape(self.shape, mask.shape)
     x, m = self._broadcast_to(shape).flatten(), mask._broadcast_to(shape).flatten()
+    if size is not None:
+      pos, filled = m._nonzero_flat(size)
+      return filled.where(x[pos] if x.numel() else x.zeros_like().pad(((0, size),)), fill_value).cast(self.dtype)
     idx = np.nonzero(m.numpy())[0].astype(np.int32)
     return x[Tensor(idx, device=self.device)]
 
-  def nonzero(self: Any) -> Tensor:
-    """Indices of the non-zero elements, shape (n, ndim). Eager; int32 (torch: int64)."""
+  def nonzero(self: Any, size: int | None = None, fill_value: Any = 0) -> Tensor:
+    """Indices of the non-zero elements, shape (n, ndim), int32 (torch: int64). Without `size` eager; with `size` lazy like
+    tinygrad (torch.nonzero_static): (size, ndim), padded with `fill_value` (tinygrad's default 0; torch's -1) or truncated."""
     Tensor = _T()
+    if size is not None:
+      pos, filled = self._nonzero_flat(size)
+      coords = []
+      for d in range(self.ndim):
+        stride = int(np.prod(self.shape[d + 1:], dtype=np.int64))
+        coords.append((pos // stride) % self.shape[d] if self.shape[d] else pos)
+      ret = Tensor.stack(*coords, dim=1) if coords else Tensor.zeros(size, 0, dtype=dtypes.int32, device=self.device)
+      return filled.reshape(size, 1).where(ret, fill_value).cast(dtypes.int32)
     if self.ndim == 0: return Tensor(np.zeros((int(self.item() != 0), 0), dtype=np.int32), device=self.device)
     return Tensor(np.argwhere(self.numpy() != 0).astype(np.int32).reshape(-1, self.ndim), device=self.device)
