@@ -21,6 +21,10 @@ if TYPE_CHECKING:
 
 _T = tensor_class
 
+def all_live_tensors() -> Any:
+  from tg_core.tensor import all_tensors
+  return all_tensors
+
 def _broadcast_index_shapes(*shapes: tuple[int, ...]) -> tuple[int, ...]:
   n = max(len(s) for s in shapes)
   aligned = [(1,) * (n - len(s)) + tuple(s) for s in shapes]
@@ -205,19 +209,19 @@ class IndexingMixin:
 
   def __setitem__(self: Any, indices: Any, v: Any) -> None:
     """Assign `v` (broadcast) into the indexed region, in place: self becomes a where-blend of itself and `v`, assigned to
-    its buffer. `t[0, 1:] = 5`. Like tinygrad, needs a matching dtype for a Tensor `v` and no requires_grad."""
+    its buffer. `t[0, 1:] = 5`. Like tinygrad, needs a matching dtype for a Tensor `v`. With autograd (self or `v` requires
+    grad) the blend replaces self's graph instead, so the gradient flows to `v` and to the elements of self not overwritten."""
     Tensor = _T()
     from tg_core.uop import GroupOp, Ops
     if isinstance(v, Tensor) and v.dtype != self.dtype: raise RuntimeError(f"setitem dtype mismatch: self.dtype={self.dtype} != v.dtype={v.dtype}")
-    if self.requires_grad or (isinstance(v, Tensor) and v.requires_grad): raise NotImplementedError("setitem with requires_grad is not supported")
     if not isinstance(v, Tensor): v = Tensor(v if not isinstance(v, (list, tuple)) else np.asarray(v), device=self.device, dtype=self.dtype)
     base = self.uop
     while base.op in GroupOp.Movement: base = base.src[0]
-    if base.op is not Ops.BUFFER:
-      # an unrealized view of another (lazy) tensor: writing into it can't reach that tensor, so refuse (realize it first)
-      if self.uop.op in GroupOp.Movement and base.op is not Ops.CONST:
-        raise RuntimeError("setitem target is an unrealized view of another tensor; call .contiguous().realize() on it first")
-      self.realize()
+    # an unrealized view of another (lazy) tensor: writing into it can't reach that tensor, so refuse (realize it first)
+    if base.op is not Ops.BUFFER and self.uop.op in GroupOp.Movement and base.op is not Ops.CONST:
+      raise RuntimeError("setitem target is an unrealized view of another tensor; call .contiguous().realize() on it first")
+    if not Tensor.no_grad and (self.requires_grad or v.requires_grad): return self._setitem_with_grad(indices, v)
+    if base.op is not Ops.BUFFER: self.realize()
     # v and index tensors must not read the buffer being written (at other positions): materialize them first when they do
     self_bufs = {u for u in self.uop.toposort() if u.op is Ops.BUFFER}
     def detach_from_self(t: Any) -> Any:
@@ -227,6 +231,27 @@ class IndexingMixin:
     v = detach_from_self(v)
     indices = tuple(detach_from_self(i) for i in indices) if isinstance(indices, tuple) else detach_from_self(indices)
     self.assign(self._getitem(indices, v)).realize()
+
+  def _setitem_with_grad(self: Any, indices: Any, v: Tensor) -> None:
+    Tensor = _T()
+    from tg_core.uop import GroupOp, Ops
+    base = self.uop
+    while base.op in GroupOp.Movement: base = base.src[0]
+    if self.requires_grad and base.op in (Ops.BUFFER, Ops.CONST):
+      # NotImplementedError: tinygrad's class, and a RuntimeError (torch's)
+      raise NotImplementedError("a leaf tensor that requires grad (or a view of one) can't be written in place: write into a copy (t = t.clone()) "
+                         "or under Tensor.no_grad")
+    # `t[i] += v` runs t[i].assign(t[i] + v) first: the sum, not the assign (a gradient leaf), is the value to write
+    if v.uop.op is Ops.AFTER and len(v.uop.src) > 1 and v.uop.src[1].op is Ops.STORE:
+      v = Tensor(v.uop.src[1].src[1], device=v.device, requires_grad=v.requires_grad)
+    # other live views of self would keep the old values, where an in-place write would change them (tinygrad raises too)
+    for t in list(all_live_tensors()):
+      if t is self or t is v or t.uop is self.uop or t.uop.op not in GroupOp.Movement: continue
+      u = t.uop
+      while u.op in GroupOp.Movement and u is not self.uop: u = u.src[0]
+      if u is self.uop: raise RuntimeError("can't setitem on a tensor with other uses (a view of it is alive): write into a copy (t = t.clone())")
+    ret = self._getitem(indices, v)
+    self.uop, self.requires_grad = ret.uop, True
 
   def __delitem__(self: Any, indices: Any) -> None: raise TypeError("Tensor does not support deleting items")
 
