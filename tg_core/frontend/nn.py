@@ -210,8 +210,9 @@ class NNMixin:
     # overlapping windows can send one position (with one value) twice: average the forward, while each source keeps the full
     # gradient like torch (which gathers grad_output at the indices)
     cnt = mask.sum(3, dtype=dtypes.int32)
-    # (only where a position is hit twice: elsewhere ret - (ret - ret) would make an inf value NaN)
-    ret = (cnt > 1).where(ret - (ret - (ret / cnt.maximum(1)).cast(self.dtype)).detach(), ret)
+    # (only where a position is hit twice, and the plain average for +-inf there: inf - (inf - inf) would be NaN)
+    avg = (ret / cnt.maximum(1)).cast(self.dtype)
+    ret = (cnt > 1).where(ret.isfinite().where(ret - (ret - avg).detach(), avg), ret)
     return ret.reshape(bs, c, *output_size)
 
   # *** convolutions ***
