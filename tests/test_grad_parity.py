@@ -61,7 +61,8 @@ def test_acosh_grad() -> None:
   helper_test_op(None, lambda x: x.acosh(), vals=[np.array([0.5, -2.0, 0.99], np.float32)])
 
 @pytest.mark.parametrize("op", ["cummax", "cummin"])
-@pytest.mark.parametrize("vals", [[1.0, 3.0, 2.0, 3.0, 5.0, 0.0], [2.0, 2.0, 2.0, 2.0, 2.0, 2.0], [5.0, 4.0, 3.0, 2.0, 1.0, 0.0], [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]])
+@pytest.mark.parametrize("vals", [[1.0, 3.0, 2.0, 3.0, 5.0, 0.0], [2.0, 2.0, 2.0, 2.0, 2.0, 2.0], [5.0, 4.0, 3.0, 2.0, 1.0, 0.0],
+                                  [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]])
 def test_cummax_cummin_grad(op: str, vals: list) -> None:
   helper_test_op(None, lambda x: getattr(x, op)(0)[0], vals=[np.array(vals, np.float32)])
   helper_test_op(None, lambda x: getattr(x, op)(1)[0], vals=[np.array(vals, np.float32).reshape(2, 3)])

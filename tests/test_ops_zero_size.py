@@ -103,7 +103,8 @@ def test_slices_of_zero_size() -> None:
   helper_test_op([(3, 0)], lambda x: x[1:2])
 
 @pytest.mark.parametrize("fn", [lambda x: x + 1, lambda x: x.exp(), lambda x: x.relu(), lambda x: x.softmax(-1), lambda x: x.sort(-1)[0],
-                                lambda x: x.flip(0), lambda x: x.permute(1, 0), lambda x: torch.nn.functional.pad(x, (1, 1)) if isinstance(x, torch.Tensor) else x.pad((1, 1)),
+                                lambda x: x.flip(0), lambda x: x.permute(1, 0),
+                                lambda x: torch.nn.functional.pad(x, (1, 1)) if isinstance(x, torch.Tensor) else x.pad((1, 1)),
                                 lambda x: x.repeat(2, 3),
                                 lambda x: x.flatten(), lambda x: x.transpose(0, 1) * 2])
 @pytest.mark.parametrize("shape", [(0, 3), (3, 0)])
