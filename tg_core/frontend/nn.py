@@ -68,6 +68,21 @@ class NNMixin:
     x = self.mul(weight) if weight.ndim == 1 else self.dot(weight)
     return x.add(bias) if bias is not None else x
 
+  def newton_schulz(self: Tensor, steps: int, params: tuple[float, ...], eps: float = 1e-7) -> Tensor:
+    """`steps` Newton-Schulz iterations of the odd polynomial X <- sum_i params[i] * (X X^T)^i X over the last two dims, starting from
+    X = self / (||self||_F + eps) (tinygrad's; Muon orthogonalizes its update with it). `g.newton_schulz(5, (3.4445, -4.775, 2.0315))`"""
+    if self.ndim < 2: raise ValueError(f"newton_schulz needs a tensor of at least 2 dims, got shape {self.shape}")
+    if self.shape[-2] > self.shape[-1]: return self.transpose(-2, -1).newton_schulz(steps, params, eps).transpose(-2, -1)
+    G = self / (self.square().sum(axis=(-2, -1), keepdim=True).sqrt() + eps)
+    for _ in range(steps):
+      gram, term = G @ G.transpose(-2, -1), G
+      terms = []
+      for i, p in enumerate(params):
+        if i: term = gram @ term
+        terms.append(p * term)
+      G = functools.reduce(lambda a, b: a + b, terms)
+    return G
+
   def normalize(self: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12) -> Tensor:
     """x / max(||x||_p, eps) along `dim` (torch.nn.functional.normalize). `Tensor([[3., 4.]]).normalize()` -> [[.6, .8]]."""
     x = self if dtypes.is_float(self.dtype) else self.cast(dtypes.default_float)
