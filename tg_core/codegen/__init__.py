@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from tg_core.dtype import AddrSpace, dtypes
-from tg_core.helpers import DEBUG, NOOPT, SPEC, prod
+from tg_core.helpers import CHECK_OOB, DEBUG, NOOPT, SPEC, prod
 from tg_core.uop import GroupOp, Ops
 from tg_core.uop.ops import UOp
 from tg_core.uop.rewrite import graph_rewrite
@@ -82,6 +82,9 @@ def full_rewrite_to_sink(ast: UOp, ren: Renderer, opts: list[Opt] | None = None)
 def get_program(ast: UOp, ren: Renderer, opts: list[Opt] | None = None) -> ProgramSpec:
   sink = full_rewrite_to_sink(ast, ren, opts)
   uops = linearize(sink)
+  if CHECK_OOB:
+    from tg_core.codegen.oob import check_static_bounds
+    check_static_bounds(uops, ast.arg.name if ast.arg is not None else "kernel")
   if DEBUG >= 5:
     from tg_core.uop.render import print_uops
     print_uops(uops)

@@ -4,7 +4,7 @@ import time
 import weakref
 
 from tg_core.device import Buffer, Device
-from tg_core.helpers import BEAM, DEBUG, EMULATED_DTYPES, TRANSCENDENTAL, GlobalCounters, colored, time_to_str
+from tg_core.helpers import BEAM, CHECK_OOB, DEBUG, EMULATED_DTYPES, TRANSCENDENTAL, GlobalCounters, colored, time_to_str
 from tg_core.uop import Ops
 from tg_core.uop.ops import UOp
 from tg_core.schedule import ScheduleItem
@@ -37,7 +37,7 @@ class CompiledRunner:
 
 _runner_cache: dict[tuple, CompiledRunner] = {}
 def get_runner(device: str, ast: UOp) -> CompiledRunner:
-  key = (Device.canonicalize(device), ast, TRANSCENDENTAL.value, EMULATED_DTYPES.value)  # codegen reads these two knobs
+  key = (Device.canonicalize(device), ast, TRANSCENDENTAL.value, EMULATED_DTYPES.value, CHECK_OOB.value)  # codegen reads these knobs
   if (r := _runner_cache.get(key)) is None:
     opts = None
     if BEAM >= 1 and ast.arg is not None and ast.arg.opts_to_apply is None:
