@@ -90,7 +90,7 @@ def float_pow(base: Tensor, exponent: Tensor) -> Tensor:
   special cases fixed. Its gradient is torch's (a custom rule, the decomposition's own gradient would be NaN at b == 0)."""
   dt = least_upper_float(base.dtype)
   b, e = base.cast(dt), exponent.cast(dt)
-  if not (b.requires_grad or e.requires_grad): return _pow_value(b, e)
+  if tensor_class().no_grad or not (b.requires_grad or e.requires_grad): return _pow_value(b, e)
   from tg_core.function import function
   return function(_pow_value, grad_fxn=_pow_grad)(b, e)
 
