@@ -25,7 +25,9 @@ def check_static_bounds(uops: list[UOp], kernel: str) -> None:
   access of n elements at index i covers i..i+n-1)."""
   for u in uops:
     if u.op not in (Ops.LOAD, Ops.STORE) or (x := u.src[0]).op is not Ops.INDEX or len(x.src) != 2: continue
-    if (param := x.src[0]).op is not Ops.PARAM or param.arg.addrspace is not AddrSpace.GLOBAL or param.arg.size is None: continue
+    param = x.src[0]
+    while param.op is Ops.AFTER: param = param.src[0]  # an access after a store into the same param
+    if param.op is not Ops.PARAM or param.arg.addrspace is not AddrSpace.GLOBAL or param.arg.size is None: continue
     idx, width = x.src[1], (u.dtype if u.op is Ops.LOAD else u.src[1].dtype).count
     if idx.dtype.count != 1: continue  # a gather of lanes: only the interpreter checks it
     lo, hi = idx.vmin, idx.vmax

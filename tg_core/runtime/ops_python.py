@@ -159,7 +159,9 @@ class PythonProgram:
 
 def _check_oob(name: str, prog: list[tuple], index: int, dt: DType, size: int, idx: Any, gate: Any) -> None:
   from tg_core.codegen.oob import check_indices  # only with CHECK_OOB=1
-  check_indices(name, prog[prog[index][2][0]][3].slot, dt, size, idx, gate)
+  buf = prog[index][2][0]
+  while prog[buf][0] is Ops.AFTER: buf = prog[buf][2][0]  # an access after a store into the same param
+  check_indices(name, prog[buf][3].slot, dt, size, idx, gate)
 
 def run_program(prog: list[tuple], bufs: tuple[Any, ...], vals: tuple[int, ...], name: str = "kernel") -> None:
   specials = sorted([i for i, p in enumerate(prog) if p[0] is Ops.SPECIAL], key=lambda i: prog[i][3])
