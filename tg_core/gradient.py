@@ -17,7 +17,12 @@ def reduce_gradient(ctx: UOp, ret: UOp) -> tuple[UOp | None, ...]:
     count = mask.r(Ops.ADD, axes)
     return ((mask * (ctx / count).expand(x.shape)),)
   if op is Ops.MUL:
-    return (((ctx * ret).expand(x.shape)) / x,)
+    # d(prod x)/dx_j = prod_{i!=j} x_i: ret/x_j where x_j != 0, else the product of the others when x_j is the only zero (like torch)
+    is_zero = x.eq(0)
+    safe_x = is_zero.where(x.const_like(1), x)
+    zero_count = is_zero.cast(dtypes.int32).r(Ops.ADD, axes)
+    others = zero_count.eq(1).where(safe_x.r(Ops.MUL, axes), ret.const_like(0)).expand(x.shape)
+    return (ctx.expand(x.shape) * is_zero.where(others, ret.expand(x.shape) / safe_x),)
   raise NotImplementedError(f"no gradient for reduce {op}")
 
 def _unbroadcast_pad(ctx: UOp, ret: UOp) -> UOp:

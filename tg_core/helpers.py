@@ -92,6 +92,7 @@ LRU, CACHELEVEL = ContextVar("LRU", 1), ContextVar("CACHELEVEL", 2)
 NUM_CPU_THREADS = ContextVar("NUM_CPU_THREADS", 0)
 IGNORE_BEAM_CACHE = ContextVar("IGNORE_BEAM_CACHE", 0)
 EMULATED_DTYPES = ContextVar("EMULATED_DTYPES", "")
+CHECK_OOB = ContextVar("CHECK_OOB", 0)  # out-of-bounds checks of kernel buffer accesses (tg_core/codegen/oob.py)
 
 class GlobalCounters:
   """Process-wide counters for work done by realize: kernels run, ops and bytes estimated, time spent."""

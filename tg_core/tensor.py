@@ -209,6 +209,12 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, RandomMixin,
                  else self.uop.contiguous() if self.is_realized() else self.uop, requires_grad=self.requires_grad)
     return ret.contiguous() if ret.uop.op is not Ops.CONTIGUOUS else ret
   def detach(self) -> Tensor: return Tensor(self.uop.detach(), requires_grad=False)
+  def replace(self, x: Tensor) -> Tensor:
+    """Make this tensor refer to `x`'s data (the graph, not a copy); only the shapes must match (dtype and device may change)."""
+    if x.shape != self.shape: raise ValueError(f"replace shape mismatch {self.shape} != {x.shape}: replace needs a tensor of the same shape")
+    self.uop = x.uop
+    if x.uop.op is Ops.AFTER: after_holders[id(self)] = self
+    return self
   def assign(self, x: Tensor | ConstType | list | np.ndarray) -> Tensor:
     if not isinstance(x, Tensor): x = Tensor(x, device=self.device, dtype=self.dtype)
     if x.shape != self.shape: x = x.expand(self.shape) if len(x.shape) <= len(self.shape) else x
@@ -256,6 +262,16 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, RandomMixin,
     if dtypes.is_int(dtype): arr = start + np.arange(n, dtype=np.int64) * step
     else: arr = start + np.arange(n, dtype=np.float64) * step
     return Tensor(arr.astype(_to_np_dtype(dtype)) if _to_np_dtype(dtype) is not None else arr, dtype=dtype, **kwargs)
+  @staticmethod
+  def linspace(start: int | float, stop: int | float, steps: int, dtype: DTypeLike | None = None, **kwargs: Any) -> Tensor:
+    """`steps` evenly spaced values from `start` to `stop` inclusive. `Tensor.linspace(0, 1, 5)` -> [0, .25, .5, .75, 1].
+    Like tinygrad, computed in the default float and cast (an int dtype truncates, and wraps below 0 for unsigned where torch
+    steps in the integer domain); a negative `steps` or a bool dtype raise ValueError (torch: RuntimeError / NotImplementedError)."""
+    if steps < 0: raise ValueError(f"number of steps must be non-negative, got {steps}")
+    dt = to_dtype(dtype) if dtype is not None else dtypes.default_float
+    if dt == dtypes.bool: raise ValueError("linspace with bool dtype is not supported: use a numeric dtype")
+    if steps == 1: return Tensor.full((1,), start, dtype=dt, **kwargs)
+    return (start + Tensor.arange(steps, dtype=dtypes.default_float, **kwargs) * ((stop - start) / max(steps - 1, 1))).cast(dt)
   def full_like(self, fill_value: ConstType, **kwargs: Any) -> Tensor:
     return Tensor.full(self.shape, fill_value, dtype=kwargs.pop("dtype", self.dtype), device=kwargs.pop("device", self.device), **kwargs)
   def zeros_like(self, **kwargs: Any) -> Tensor: return self.full_like(0, **kwargs)
@@ -437,7 +453,9 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, RandomMixin,
   def minimum(self, x: Tensor | ConstType) -> Tensor:
     a, b = self._broadcasted(x)
     if a.dtype == dtypes.bool: return a & b
-    return -((-a).maximum(-b)) if not dtypes.is_unsigned(a.dtype) else a.maximum(b).eq(a).where(b, a)
+    # ints: ~max(~a, ~b) (-x wraps at INT_MIN: -INT_MIN == INT_MIN would come out as the max)
+    if dtypes.is_int(a.dtype): return ~((~a).maximum(~b))
+    return -((-a).maximum(-b))
   def where(self: Tensor, x: Tensor | ConstType, y: Tensor | ConstType) -> Tensor:
     if isinstance(x, Tensor) and isinstance(y, Tensor): x, y = x._broadcasted(y)
     elif isinstance(x, Tensor): x, y = x._broadcasted(y)
@@ -476,11 +494,11 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, RandomMixin,
     if self.dtype != dtypes.bool and not dtypes.is_int(self.dtype): raise NotImplementedError(f"{self.dtype} is not supported for bitwise_not: use bool or int")
     return self.logical_not() if self.dtype == dtypes.bool else self ^ -1
   def lshift(self, x: int | Tensor) -> Tensor:
-    if not dtypes.is_int(self.dtype): raise NotImplementedError(f"{self.dtype} is not supported for shifts: use an integer tensor")
+    _check_shift(self, x)
     a, b = self._broadcasted(x)
     return a._apply_uop(lambda u, v: u.alu(Ops.SHL, v), b)
   def rshift(self, x: int | Tensor) -> Tensor:
-    if not dtypes.is_int(self.dtype): raise NotImplementedError(f"{self.dtype} is not supported for shifts: use an integer tensor")
+    _check_shift(self, x)
     a, b = self._broadcasted(x)
     return a._apply_uop(lambda u, v: u.alu(Ops.SHR, v), b)
 
@@ -673,15 +691,16 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, RandomMixin,
       if not reverse and type(x) is int and x < 0: raise RuntimeError("Integers to negative integer powers are not allowed.")
       from tg_core.frontend.elementwise import int_pow
       return int_pow(base, exponent)
-    # x**y = exp2(y*log2|x|), with the sign fixed for negative bases with integer exponents; 0**0 = 1
-    b, e = base.cast(least_upper_float(base.dtype)), exponent.cast(least_upper_float(base.dtype))
-    ret = (e * b.abs().log2()).exp2()
-    neg_base = b < 0
-    is_int_e = e.eq(e.trunc())
-    odd = (e.abs() - 2 * (e.abs() * 0.5).floor()).eq(1)
-    # (a NaN constant, not ret * nan: that would put 0 * nan = NaN into the gradient of every element)
-    ret = neg_base.where(is_int_e.where(odd.where(-ret, ret), ret.full_like(math.nan)), ret)
-    return (e.eq(0)).where(1, ret).cast(ret.dtype)
+    from tg_core.frontend.elementwise import float_pow
+    return float_pow(base, exponent)
+
+def _check_shift(t: Tensor, x: Any) -> None:
+  # NotImplementedError is torch's class and a RuntimeError (tinygrad's). A negative Python shift count raises ValueError like
+  # tinygrad (torch gives 0); a tensor of shift counts can't be checked without running it
+  if not dtypes.is_int(t.dtype): raise NotImplementedError(f"{t.dtype} is not supported for shifts: use an integer tensor")
+  if isinstance(x, Tensor) and not dtypes.is_int(x.dtype): raise NotImplementedError(f"shift counts must be integers, got a {x.dtype} tensor")
+  if isinstance(x, float) or not isinstance(x, (int, Tensor)): raise NotImplementedError(f"shift counts must be integers, got {x!r}")
+  if isinstance(x, int) and x < 0: raise ValueError(f"negative shift count {x}")
 
 def _split_factor(n: int) -> int:
   """The number of partial reductions for a full reduction of n elements: the largest divisor of n up to 256 (>= 16)."""

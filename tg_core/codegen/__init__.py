@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from tg_core.dtype import AddrSpace, dtypes
-from tg_core.helpers import BEAM, DEBUG, EMULATED_DTYPES, IGNORE_BEAM_CACHE, NOOPT, SPEC, TRANSCENDENTAL, ContextVar, prod
+from tg_core.helpers import BEAM, CHECK_OOB, DEBUG, EMULATED_DTYPES, IGNORE_BEAM_CACHE, NOOPT, SPEC, TRANSCENDENTAL, ContextVar, prod
 from tg_core.uop import GroupOp, Ops
 from tg_core.uop.ops import UOp
 from tg_core.uop.rewrite import graph_rewrite
@@ -47,7 +47,7 @@ def _symbolic():
 # The knobs whose value changes the program codegen (and the engine's choice of opts: BEAM, IGNORE_BEAM_CACHE) produces
 # for a kernel: the compile cache keys on them (`program_key`). DEBUG, SPEC and TRACK_MATCH_STATS are read too but only
 # print or check (tests/test_renderer_contract.py scans codegen, engine and uop for any other).
-CODEGEN_KNOBS: tuple[ContextVar, ...] = (NOOPT, BEAM, IGNORE_BEAM_CACHE, TRANSCENDENTAL, EMULATED_DTYPES)
+CODEGEN_KNOBS: tuple[ContextVar, ...] = (NOOPT, BEAM, IGNORE_BEAM_CACHE, TRANSCENDENTAL, EMULATED_DTYPES, CHECK_OOB)
 
 def program_key(ren: Renderer) -> tuple:
   """What, besides the kernel AST, decides the program made for `ren`: its class, its declared record and the codegen knobs."""
@@ -116,6 +116,9 @@ def full_rewrite_to_sink(ast: UOp, ren: Renderer, opts: list[Opt] | None = None)
 def get_program(ast: UOp, ren: Renderer, opts: list[Opt] | None = None) -> ProgramSpec:
   sink = full_rewrite_to_sink(ast, ren, opts)
   uops = linearize(sink)
+  if CHECK_OOB:
+    from tg_core.codegen.oob import check_static_bounds
+    check_static_bounds(uops, ast.arg.name if ast.arg is not None else "kernel")
   if DEBUG >= 5:
     from tg_core.uop.render import print_uops
     print_uops(uops)

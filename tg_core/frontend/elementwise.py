@@ -8,11 +8,13 @@ import functools
 import math
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
-from tg_core.dtype import ConstType, dtypes, float_result_dtype
+from tg_core.dtype import ConstType, dtypes, float_result_dtype, least_upper_float
+from tg_core.frontend import tensor_class
 from tg_core.uop import Ops
 
 if TYPE_CHECKING:
   from tg_core.tensor import Tensor
+  from tg_core.uop.ops import UOp
 
 # *** helpers ***
 
@@ -60,6 +62,37 @@ def int_pow(base: Tensor, exponent: Tensor) -> Tensor:
   one = base.ones_like()
   neg_pow = base.eq(1).where(one, base.eq(-1).where((exponent & 1).ne(0).where(base, one), base.zeros_like()))
   return (exponent < 0).where(neg_pow, ret)
+
+def _pow_value(b: Tensor, e: Tensor) -> Tensor:
+  """b**e for float tensors of one dtype and shape, with C pow's special cases (like torch): x**0 = 1, 1**y = 1, (-1)**+-inf = 1,
+  a negative base gives +-|b|**e for an integer e and NaN otherwise."""
+  ret = (e * b.abs().log2()).exp2()
+  is_int_e = e.eq(e.trunc())
+  odd = (e.abs() - 2 * (e.abs() * 0.5).floor()).eq(1)
+  # (a NaN constant, not ret * nan: that would put 0 * nan = NaN into the gradient of every element)
+  ret = (b < 0).where(is_int_e.where(odd.where(-ret, ret), ret.full_like(math.nan)), ret)
+  if (c := _const_arg(e)) is None or not math.isfinite(c):  # exp2(+-inf * log2(1)) would be NaN
+    ret = (b.eq(1) | (b.eq(-1) & e.abs().eq(math.inf))).where(1, ret)
+  return e.eq(0).where(1, ret).cast(ret.dtype)
+
+def _pow_grad(ctx: UOp, call: UOp) -> tuple[UOp, UOp]:
+  """torch's pow gradients: d/db = e * b**(e-1) (0 where e == 0); d/de = b**e * log(b) (0 where b == 0 and e >= 0, so -inf for e < 0
+  and NaN for a negative base)."""
+  T = tensor_class()
+  b, e = (T(a) for a in call.call_args)
+  g = T(ctx)
+  db = g * e.eq(0).where(0, e * _pow_value(b, e - 1))
+  de = g * b.eq(0).where((e < 0).where(-math.inf, 0), _pow_value(b, e) * b.log())
+  return db.uop, de.uop
+
+def float_pow(base: Tensor, exponent: Tensor) -> Tensor:
+  """base**exponent for broadcast tensors of one float or int dtype (at least one float): exp2(e*log2|b|) with the sign and
+  special cases fixed. Its gradient is torch's (a custom rule, the decomposition's own gradient would be NaN at b == 0)."""
+  dt = least_upper_float(base.dtype)
+  b, e = base.cast(dt), exponent.cast(dt)
+  if tensor_class().no_grad or not (b.requires_grad or e.requires_grad): return _pow_value(b, e)
+  from tg_core.function import function
+  return function(_pow_value, grad_fxn=_pow_grad)(b, e)
 
 _LN2 = math.log(2)
 

@@ -21,6 +21,10 @@ if TYPE_CHECKING:
 
 _T = tensor_class
 
+def all_live_tensors() -> Any:
+  from tg_core.tensor import all_tensors
+  return all_tensors
+
 def _broadcast_index_shapes(*shapes: tuple[int, ...]) -> tuple[int, ...]:
   n = max(len(s) for s in shapes)
   aligned = [(1,) * (n - len(s)) + tuple(s) for s in shapes]
@@ -205,19 +209,19 @@ class IndexingMixin:
 
   def __setitem__(self: Any, indices: Any, v: Any) -> None:
     """Assign `v` (broadcast) into the indexed region, in place: self becomes a where-blend of itself and `v`, assigned to
-    its buffer. `t[0, 1:] = 5`. Like tinygrad, needs a matching dtype for a Tensor `v` and no requires_grad."""
+    its buffer. `t[0, 1:] = 5`. Like tinygrad, needs a matching dtype for a Tensor `v`. With autograd (self or `v` requires
+    grad) the blend replaces self's graph instead, so the gradient flows to `v` and to the elements of self not overwritten."""
     Tensor = _T()
     from tg_core.uop import GroupOp, Ops
     if isinstance(v, Tensor) and v.dtype != self.dtype: raise RuntimeError(f"setitem dtype mismatch: self.dtype={self.dtype} != v.dtype={v.dtype}")
-    if self.requires_grad or (isinstance(v, Tensor) and v.requires_grad): raise NotImplementedError("setitem with requires_grad is not supported")
     if not isinstance(v, Tensor): v = Tensor(v if not isinstance(v, (list, tuple)) else np.asarray(v), device=self.device, dtype=self.dtype)
     base = self.uop
     while base.op in GroupOp.Movement: base = base.src[0]
-    if base.op is not Ops.BUFFER:
-      # an unrealized view of another (lazy) tensor: writing into it can't reach that tensor, so refuse (realize it first)
-      if self.uop.op in GroupOp.Movement and base.op is not Ops.CONST:
-        raise RuntimeError("setitem target is an unrealized view of another tensor; call .contiguous().realize() on it first")
-      self.realize()
+    # an unrealized view of another (lazy) tensor: writing into it can't reach that tensor, so refuse (realize it first)
+    if base.op is not Ops.BUFFER and self.uop.op in GroupOp.Movement and base.op is not Ops.CONST:
+      raise RuntimeError("setitem target is an unrealized view of another tensor; call .contiguous().realize() on it first")
+    if not Tensor.no_grad and (self.requires_grad or v.requires_grad): return self._setitem_with_grad(indices, v)
+    if base.op is not Ops.BUFFER: self.realize()
     # v and index tensors must not read the buffer being written (at other positions): materialize them first when they do
     self_bufs = {u for u in self.uop.toposort() if u.op is Ops.BUFFER}
     def detach_from_self(t: Any) -> Any:
@@ -227,6 +231,27 @@ class IndexingMixin:
     v = detach_from_self(v)
     indices = tuple(detach_from_self(i) for i in indices) if isinstance(indices, tuple) else detach_from_self(indices)
     self.assign(self._getitem(indices, v)).realize()
+
+  def _setitem_with_grad(self: Any, indices: Any, v: Tensor) -> None:
+    Tensor = _T()
+    from tg_core.uop import GroupOp, Ops
+    base = self.uop
+    while base.op in GroupOp.Movement: base = base.src[0]
+    if self.requires_grad and base.op in (Ops.BUFFER, Ops.CONST):
+      # NotImplementedError: tinygrad's class, and a RuntimeError (torch's)
+      raise NotImplementedError("a leaf tensor that requires grad (or a view of one) can't be written in place: write into a copy (t = t.clone()) "
+                         "or under Tensor.no_grad")
+    # `t[i] += v` runs t[i].assign(t[i] + v) first: the sum, not the assign (a gradient leaf), is the value to write
+    if v.uop.op is Ops.AFTER and len(v.uop.src) > 1 and v.uop.src[1].op is Ops.STORE:
+      v = Tensor(v.uop.src[1].src[1], device=v.device, requires_grad=v.requires_grad)
+    # other live views of self would keep the old values, where an in-place write would change them (tinygrad raises too)
+    for t in list(all_live_tensors()):
+      if t is self or t is v or t.uop is self.uop or t.uop.op not in GroupOp.Movement: continue
+      u = t.uop
+      while u.op in GroupOp.Movement and u is not self.uop: u = u.src[0]
+      if u is self.uop: raise RuntimeError("can't setitem on a tensor with other uses (a view of it is alive): write into a copy (t = t.clone())")
+    ret = self._getitem(indices, v)
+    self.uop, self.requires_grad = ret.uop, True
 
   def __delitem__(self: Any, indices: Any) -> None: raise TypeError("Tensor does not support deleting items")
 
@@ -319,18 +344,42 @@ class IndexingMixin:
     if mask.dtype != dtypes.bool: raise RuntimeError(f"masked_fill only supports boolean masks, but got mask with dtype {mask.dtype}")
     return mask.where(value, self).cast(self.dtype)
 
-  def masked_select(self: Any, mask: Tensor) -> Tensor:
-    """The elements of self (broadcast with mask) where mask is True, as a 1-D tensor. Eager: the result size depends on the data."""
+  def _nonzero_flat(self: Any, size: int) -> tuple[Tensor, Tensor]:
+    """For the flattened self: the flat positions of the first `size` nonzero elements (int32) and whether each of the `size`
+    slots is filled. Lazy: slot k holds the number of elements before the (k+1)-th nonzero one."""
+    Tensor = _T()
+    if not isinstance(size, int) or size < 0: raise ValueError(f"size must be a non-negative int, got {size!r}")
+    nz = self.flatten().ne(0)
+    count = nz.cast(dtypes.int32).cumsum()
+    k = Tensor.arange(size, dtype=dtypes.int32, device=self.device).reshape(size, 1)
+    pos = (count.reshape(1, -1) <= k).cast(dtypes.int32).sum(1, dtype=dtypes.int32) if self.numel() else Tensor.zeros(size, dtype=dtypes.int32)
+    return pos, k.reshape(size) < nz.cast(dtypes.int32).sum(dtype=dtypes.int32)
+
+  def masked_select(self: Any, mask: Tensor, size: int | None = None, fill_value: Any = 0) -> Tensor:
+    """The elements of self (broadcast with mask) where mask is True, as a 1-D tensor. Without `size` eager (the result size
+    depends on the data); with `size` lazy like tinygrad: exactly `size` elements, padded with `fill_value` or truncated."""
     if mask.dtype != dtypes.bool: raise RuntimeError(f"masked_select: expected BoolTensor for mask, got {mask.dtype}")
     Tensor = _T()
     from tg_core.tensor import _broadcast_shape
     shape = _broadcast_shape(self.shape, mask.shape)
     x, m = self._broadcast_to(shape).flatten(), mask._broadcast_to(shape).flatten()
+    if size is not None:
+      pos, filled = m._nonzero_flat(size)
+      return filled.where(x[pos] if x.numel() else x.zeros_like().pad(((0, size),)), fill_value).cast(self.dtype)
     idx = np.nonzero(m.numpy())[0].astype(np.int32)
     return x[Tensor(idx, device=self.device)]
 
-  def nonzero(self: Any) -> Tensor:
-    """Indices of the non-zero elements, shape (n, ndim). Eager; int32 (torch: int64)."""
+  def nonzero(self: Any, size: int | None = None, fill_value: Any = 0) -> Tensor:
+    """Indices of the non-zero elements, shape (n, ndim), int32 (torch: int64). Without `size` eager; with `size` lazy like
+    tinygrad (torch.nonzero_static): (size, ndim), padded with `fill_value` (tinygrad's default 0; torch's -1) or truncated."""
     Tensor = _T()
+    if size is not None:
+      pos, filled = self._nonzero_flat(size)
+      coords = []
+      for d in range(self.ndim):
+        stride = int(np.prod(self.shape[d + 1:], dtype=np.int64))
+        coords.append((pos // stride) % self.shape[d] if self.shape[d] else pos)
+      ret = Tensor.stack(*coords, dim=1) if coords else Tensor.zeros(size, 0, dtype=dtypes.int32, device=self.device)
+      return filled.reshape(size, 1).where(ret, fill_value).cast(dtypes.int32)
     if self.ndim == 0: return Tensor(np.zeros((int(self.item() != 0), 0), dtype=np.int32), device=self.device)
     return Tensor(np.argwhere(self.numpy() != 0).astype(np.int32).reshape(-1, self.ndim), device=self.device)

@@ -60,7 +60,8 @@ class MovementMixin:
   # *** joining and splitting ***
   def cat(self: Any, *args: Tensor, dim: int = 0) -> Tensor:
     """Concatenate self and `args` along `dim`. `Tensor.cat(a, b, dim=1)` or `a.cat(b, dim=1)`."""
-    tensors = [self, *args]
+    tensors = list(argfix(self, *args))  # Tensor.cat((a, b)) and Tensor.cat([a, b]) too, like tinygrad's argfix
+    self = tensors[0]
     for i, t in enumerate(tensors):
       if t.ndim == 0: raise RuntimeError(f"zero-dimensional tensor (at position {i}) cannot be concatenated")
     dim = self._resolve_dim(dim)
@@ -81,7 +82,8 @@ class MovementMixin:
 
   def stack(self: Any, *args: Tensor, dim: int = 0) -> Tensor:
     """Stack self and `args` along a new dim `dim`. `Tensor.stack(a, b)`."""
-    tensors = [self, *args]
+    tensors = list(argfix(self, *args))  # Tensor.stack((a, b)) and Tensor.stack([a, b]) too, like tinygrad's argfix
+    self = tensors[0]
     for i, t in enumerate(tensors[1:], start=1):
       if t.shape != self.shape:
         raise RuntimeError(f"stack expects each tensor to be equal size, but got {list(self.shape)} at entry 0 and {list(t.shape)} at entry {i}")

@@ -4,6 +4,8 @@ import functools
 import math
 from typing import TYPE_CHECKING, Callable, Literal, Sequence
 
+import numpy as np
+
 from tg_core.dtype import DTypeLike, dtypes, least_upper_dtype, to_dtype
 from tg_core.helpers import ceildiv, flatten, make_tuple, prod
 
@@ -11,6 +13,18 @@ if TYPE_CHECKING:
   from tg_core.tensor import Tensor
 
 ReductionStr = Literal["mean", "sum", "none"]
+
+def _lerp_uint8(lo: Tensor, hi: Tensor, n_in: int, n_out: int, scale: float, align_corners: bool, reshape: list, expand: list) -> Tensor:
+  """One linear pass over uint8 like torch's CPU kernel: int16 fixed-point weights (precision from the largest weight), rounded to uint8."""
+  from tg_core.tensor import Tensor
+  arr = np.arange(n_out, dtype=np.float64)
+  index = np.clip(scale * arr if align_corners else scale * (arr + 0.5) - 0.5, 0, n_in - 1)
+  w1 = index - np.floor(index)
+  w0 = 1 - w1
+  prec = next(p for p in range(22) if int(0.5 + max(w0.max(), w1.max()) * (1 << (p + 1))) >= (1 << 15) or p == 21)
+  q0, q1 = (Tensor(np.floor(0.5 + w * (1 << prec)).astype(np.int32), device=lo.device).reshape(reshape).expand(expand) for w in (w0, w1))
+  acc = lo.cast(dtypes.int32) * q0 + hi.cast(dtypes.int32) * q1 + (1 << (prec - 1))
+  return (acc >> prec).maximum(0).minimum(255).cast(dtypes.uint8)
 
 class ConvPaddingError(ValueError, RuntimeError):
   """Bad string padding for a convolution. torch.nn.functional raises RuntimeError here and torch.nn.ConvNd raises ValueError; this is both."""
@@ -53,6 +67,34 @@ class NNMixin:
       return self.cast(dt).linear(weight.cast(dt), bias.cast(dt) if bias is not None else bias)
     x = self.mul(weight) if weight.ndim == 1 else self.dot(weight)
     return x.add(bias) if bias is not None else x
+
+  def newton_schulz(self: Tensor, steps: int, params: tuple[float, ...], eps: float = 1e-7) -> Tensor:
+    """`steps` Newton-Schulz iterations of the odd polynomial X <- sum_i params[i] * (X X^T)^i X over the last two dims, starting from
+    X = self / (||self||_F + eps) (tinygrad's; Muon orthogonalizes its update with it). `g.newton_schulz(5, (3.4445, -4.775, 2.0315))`"""
+    if self.ndim < 2: raise ValueError(f"newton_schulz needs a tensor of at least 2 dims, got shape {self.shape}")
+    if self.shape[-2] > self.shape[-1]: return self.transpose(-2, -1).newton_schulz(steps, params, eps).transpose(-2, -1)
+    G = self / (self.square().sum(axis=(-2, -1), keepdim=True).sqrt() + eps)
+    for _ in range(steps):
+      gram, term = G @ G.transpose(-2, -1), G
+      terms = []
+      for i, p in enumerate(params):
+        if i: term = gram @ term
+        terms.append(p * term)
+      G = functools.reduce(lambda a, b: a + b, terms)
+    return G
+
+  def normalize(self: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12) -> Tensor:
+    """x / max(||x||_p, eps) along `dim` (torch.nn.functional.normalize). `Tensor([[3., 4.]]).normalize()` -> [[.6, .8]]."""
+    x = self if dtypes.is_float(self.dtype) else self.cast(dtypes.default_float)
+    if p == math.inf: den = x.abs().max(dim, keepdim=True)
+    elif p == 0: den = x.ne(0).sum(dim, keepdim=True).cast(x.dtype)
+    else:
+      s = x.abs().pow(p).sum(dim, keepdim=True) if p != 2 else (x * x).sum(dim, keepdim=True)
+      # an all-zero slice takes the eps branch: the root of a safe 1 there keeps its (unused) infinite derivative out of the gradient
+      zero = s.eq(0)
+      root = zero.where(1, s)
+      den = zero.where(0, root.sqrt() if p == 2 else root.pow(1 / p))
+    return x / den.maximum(eps)
 
   def layernorm(self: Tensor, axis: int | tuple[int, ...] = -1, eps: float = 1e-5) -> Tensor:
     """Normalize to zero mean, unit variance over `axis` (no affine). `t.layernorm()`"""
@@ -183,7 +225,9 @@ class NNMixin:
     # overlapping windows can send one position (with one value) twice: average the forward, while each source keeps the full
     # gradient like torch (which gathers grad_output at the indices)
     cnt = mask.sum(3, dtype=dtypes.int32)
-    ret = ret - (ret - (ret / cnt.maximum(1)).cast(self.dtype)).detach()
+    # (only where a position is hit twice, and the plain average for +-inf there: inf - (inf - inf) would be NaN)
+    avg = (ret / cnt.maximum(1)).cast(self.dtype)
+    ret = (cnt > 1).where(ret.isfinite().where(ret - (ret - avg).detach(), avg), ret)
     return ret.reshape(bs, c, *output_size)
 
   # *** convolutions ***
@@ -251,14 +295,18 @@ class NNMixin:
   # *** resampling ***
 
   def interpolate(self: Tensor, size: tuple[int, ...], mode: str = "linear", align_corners: bool = False) -> Tensor:
-    """Resize the last len(size) dims with "linear" (bi/trilinear for 2/3 dims), "nearest" or "nearest-exact".
-    `t.interpolate((4, 6), mode="linear", align_corners=True)`"""
+    """Resize the last len(size) dims with "linear" (bi/trilinear for 2/3 dims; "bilinear"/"trilinear" name those, as torch),
+    "nearest" or "nearest-exact". uint8 rounds after each dim, as torch. `t.interpolate((4, 6), mode="linear", align_corners=True)`"""
     from tg_core.tensor import Tensor
     if not isinstance(size, (tuple, list)) or not all(isinstance(s, int) for s in size) or not 0 < len(size) <= self.ndim:
       raise ValueError(f"invalid {size=} for an input of shape {self.shape}")
     if any(s <= 0 for s in size): raise ValueError(f"output size must be positive, got {size}")
+    if mode in ("bilinear", "trilinear"):
+      if len(size) != (n := 2 if mode == "bilinear" else 3) or self.ndim != n + 2:
+        raise ValueError(f"{mode} interpolation needs a {n + 2}-D input and {n} output sizes, got input shape {self.shape} and {size=}")
+      mode = "linear"
     if mode not in ("linear", "nearest", "nearest-exact"):
-      raise NotImplementedError(f"only linear, nearest and nearest-exact are supported, got {mode=}")
+      raise NotImplementedError(f"only linear (bilinear, trilinear), nearest and nearest-exact are supported, got {mode=}")
     if align_corners and mode != "linear": raise ValueError("align_corners option can only be set with the interpolating mode linear")
     x, expand = self, list(self.shape)
     for i in range(-1, -len(size) - 1, -1):
@@ -271,7 +319,11 @@ class NNMixin:
         low, high, perc = [y.reshape(reshape).expand(expand) for y in (index.floor().cast(dtypes.int32), index.ceil().cast(dtypes.int32),
                                                                          index - index.floor())]
         lo, hi = x.gather(i, low), x.gather(i, high)
-        x = lo + (hi - lo) * perc
+        if self.dtype == dtypes.uint8 and size[i] != self.shape[i]: x = _lerp_uint8(lo, hi, self.shape[i], size[i], scale, align_corners, reshape, expand)
+        elif self.dtype == dtypes.uint8: x = lo
+        else:
+          if not dtypes.is_float(lo.dtype): lo, hi = lo.cast(dtypes.float32), hi.cast(dtypes.float32)  # hi - lo must not wrap
+          x = lo + (hi - lo) * perc
       else:
         index = (scale * (arr + 0.5) if mode == "nearest-exact" else scale * arr).cast(dtypes.int32).minimum(self.shape[i] - 1)
         x = x.gather(i, index.reshape(reshape).expand(expand))

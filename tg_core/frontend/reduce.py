@@ -107,14 +107,14 @@ class ReduceMixin:
     return self.logical_not().any(axis, keepdim).logical_not()
 
   # *** scans ***
-  def cumsum(self: Tensor, axis: int = 0) -> Tensor:  # type: ignore[misc]
-    """Cumulative sum along `axis`; ints and bool accumulate in `sum`'s dtype (int32 for small ints, tinygrad; torch: int64).
-    `Tensor([1, 2, 3]).cumsum() -> [1, 3, 6]`"""
-    return _split_cumalu(self, axis, Ops.ADD)
+  def cumsum(self: Tensor, axis: int = 0, dtype: DTypeLike | None = None) -> Tensor:  # type: ignore[misc]
+    """Cumulative sum along `axis`; ints and bool accumulate in `sum`'s dtype (int32 for small ints, tinygrad; torch: int64), or in
+    `dtype` (a DType or its name) when given, like torch. `Tensor([1, 2, 3]).cumsum() -> [1, 3, 6]`"""
+    return _split_cumalu(self, axis, Ops.ADD) if dtype is None else _split_cumalu(self.cast(dtype), axis, Ops.ADD).cast(dtype)
 
-  def cumprod(self: Tensor, axis: int) -> Tensor:  # type: ignore[misc]
-    """Cumulative product along `axis` (accumulating in `prod`'s dtype). `Tensor([1, 2, 3]).cumprod(0) -> [1, 2, 6]`"""
-    return _split_cumalu(self, axis, Ops.MUL)
+  def cumprod(self: Tensor, axis: int, dtype: DTypeLike | None = None) -> Tensor:  # type: ignore[misc]
+    """Cumulative product along `axis` (accumulating in `prod`'s dtype, or in `dtype`). `Tensor([1, 2, 3]).cumprod(0) -> [1, 2, 6]`"""
+    return _split_cumalu(self, axis, Ops.MUL) if dtype is None else _split_cumalu(self.cast(dtype), axis, Ops.MUL).cast(dtype)
 
   def cummax(self: Tensor, axis: int = 0) -> tuple[Tensor, Tensor]:  # type: ignore[misc]
     """Cumulative max along `axis`: (values, int32 indices). Like torch, a tie takes the latest index and NaN propagates.

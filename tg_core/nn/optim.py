@@ -1,11 +1,13 @@
 """Optimizers with tinygrad's formulas: SGD (= LARS without the trust ratio), Adam/AdamW (= LAMB without the trust ratio), LAMB.
 An optimizer updates its params in place (assign); `step()` realizes the update, `schedule_step()` only builds it."""
 from __future__ import annotations
+import math
+
 from tg_core.dtype import dtypes, least_upper_dtype
-from tg_core.helpers import dedup
+from tg_core.helpers import dedup, prod
 from tg_core.tensor import Tensor
 
-__all__ = ["Optimizer", "OptimizerGroup", "SGD", "LARS", "Adam", "AdamW", "LAMB"]
+__all__ = ["Optimizer", "OptimizerGroup", "SGD", "LARS", "Muon", "Adam", "AdamW", "LAMB"]
 
 class Optimizer:
   """Base class: holds the trainable `params` (requires_grad), the other tensors to realize with them (`buffers`) and `lr`
@@ -97,6 +99,40 @@ class LARS(Optimizer):
         g = (g + self.momentum * self.b[i]) if self.nesterov else self.b[i]
       if not self.classic: g = g * r * self.lr
       ret.append(t.detach() - g)
+    return ret, self.b
+
+class Muon(Optimizer):
+  """SGD with momentum whose update is orthogonalized by Newton-Schulz iterations (https://kellerjordan.github.io/posts/muon/), with
+  decoupled weight decay, tinygrad's formula: b = momentum*b + g; u = g + momentum*b (nesterov) or b; p = p*(1 - lr*wd) - lr*ratio*NS(u),
+  NS over u reshaped to (shape[0], -1). torch.optim.Muon keeps b as an EMA (its u is (1-momentum) times this one, which NS's
+  normalization cancels), runs NS in bfloat16 and only takes 2-D params. `adjust_lr_fn` scales lr by torch's ratio: None (tinygrad,
+  1), "original" (sqrt(max(1, rows/cols)), torch's default) or "match_rms_adamw" (0.2*sqrt(max(rows, cols)))."""
+  def __init__(self, params: list[Tensor], lr: float = 0.001, momentum: float = 0.95, weight_decay: float = 0.1, ns_steps: int = 5,
+               ns_coefficients: tuple[float, ...] = (3.4445, -4.775, 2.0315), nesterov: bool = True, fused: bool = False, eps: float = 1e-7,
+               adjust_lr_fn: str | None = None):
+    if momentum < 0: raise ValueError(f"Invalid momentum value: {momentum}, it must be >= 0")
+    if weight_decay < 0: raise ValueError(f"Invalid weight_decay value: {weight_decay}, it must be >= 0")
+    if adjust_lr_fn not in (None, "original", "match_rms_adamw"):
+      raise ValueError(f"Adjust learning rate function {adjust_lr_fn!r} is not supported: use None, 'original' or 'match_rms_adamw'")
+    super().__init__(params, lr, fused)
+    self.momentum, self.wd, self.ns_steps, self.ns_coefficients, self.nesterov = momentum, weight_decay, ns_steps, tuple(ns_coefficients), nesterov
+    self.eps, self.adjust_lr_fn = eps, adjust_lr_fn
+    self.b = self._new_optim_param() if self.momentum else []
+
+  def _lr_ratio(self, shape: tuple) -> float:
+    rows, cols = (int(shape[0]), int(prod(shape[1:]))) if len(shape) else (1, 1)
+    if self.adjust_lr_fn == "original": return math.sqrt(max(1.0, rows / cols))
+    if self.adjust_lr_fn == "match_rms_adamw": return 0.2 * math.sqrt(max(rows, cols))
+    return 1.0
+
+  def _step(self, params: list[Tensor], grads: list[Tensor]) -> tuple[list[Tensor], list[Tensor]]:
+    ret = []
+    for i, (t, g) in enumerate(zip(params, grads)):
+      if self.momentum:
+        self.b[i].assign(self.momentum * self.b[i] + g)  # b is zero on the first step
+        g = (g + self.momentum * self.b[i]) if self.nesterov else self.b[i]
+      g = g.reshape(g.shape[0] if g.ndim else 1, -1).newton_schulz(self.ns_steps, self.ns_coefficients, self.eps).reshape(g.shape)
+      ret.append(t.detach() * (1 - self.lr * self.wd) - g * (self.lr * self._lr_ratio(t.shape)))
     return ret, self.b
 
 def AdamW(params: list[Tensor], lr: float = 0.001, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8, weight_decay: float = 0.01,

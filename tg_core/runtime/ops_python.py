@@ -11,6 +11,7 @@ import numpy as np
 from tg_core.device import Compiled, Compiler, LRUAllocator
 from tg_core.renderer.python import PythonRenderer
 from tg_core.dtype import AddrSpace, DType, _to_np_storage, dtypes
+from tg_core.helpers import CHECK_OOB
 from tg_core.uop import GroupOp, Ops
 
 # *** numpy storage for dtypes numpy lacks: bfloat16 and fp8 compute as float32, rounded on every produce ***
@@ -140,10 +141,16 @@ class PythonProgram:
                vals: tuple[int, ...] = (), wait: bool = False) -> float | None:
     import time
     st = time.perf_counter()
-    run_program(self.prog, bufs, vals)
+    run_program(self.prog, bufs, vals, self.name)
     return time.perf_counter() - st if wait else None
 
-def run_program(prog: list[tuple], bufs: tuple[Any, ...], vals: tuple[int, ...]) -> None:
+def _check_oob(name: str, prog: list[tuple], index: int, dt: DType, size: int, idx: Any, gate: Any) -> None:
+  from tg_core.codegen.oob import check_indices  # only with CHECK_OOB=1
+  buf = prog[index][2][0]
+  while prog[buf][0] is Ops.AFTER: buf = prog[buf][2][0]  # an access after a store into the same param
+  check_indices(name, prog[buf][3].slot, dt, size, idx, gate)
+
+def run_program(prog: list[tuple], bufs: tuple[Any, ...], vals: tuple[int, ...], name: str = "kernel") -> None:
   specials = sorted([i for i, p in enumerate(prog) if p[0] is Ops.SPECIAL], key=lambda i: prog[i][3])
   ended = {s for p in prog if p[0] is Ops.END for s in p[2][1:]}
   # RANGEs without an END are vector axes (folded by a REDUCE): each gets an axis after the grid's
@@ -186,6 +193,7 @@ def run_program(prog: list[tuple], bufs: tuple[Any, ...], vals: tuple[int, ...])
       (kind, mem, mdt), idx, gate = values[src[0]]
       if kind == "reg": values[pc] = mem[int(idx)]
       else:
+        if CHECK_OOB: _check_oob(name, prog, src[0], mdt, len(mem), idx, gate)
         if gate is not None:
           safe = np.where(gate, idx, 0)
           raw = mem[safe]
@@ -197,6 +205,7 @@ def run_program(prog: list[tuple], bufs: tuple[Any, ...], vals: tuple[int, ...])
       val = values[src[1]]
       if kind == "reg": mem[int(idx)] = val
       else:
+        if CHECK_OOB: _check_oob(name, prog, src[0], mdt, len(mem), idx, gate)
         shape = np.broadcast_shapes(np.shape(idx), np.shape(val), *( [np.shape(gate)] if gate is not None else []))
         bidx, bval = np.broadcast_to(idx, shape), np.broadcast_to(_to_storage(val, mdt), shape)
         if gate is not None:
