@@ -63,3 +63,14 @@ class Memory:
     """Store data (lanes, size) uint8; lanes are written in order, so the highest lane wins a conflict (as on hardware, unspecified)."""
     buf, off = self._lanes(addrs, data.shape[1])
     buf[off[:, None] + np.arange(data.shape[1])] = data
+
+  def free(self, addr: int) -> None:
+    i = bisect.bisect_left(self._bases, addr)
+    if i == len(self._bases) or self._bases[i] != addr: raise ValueError(f"free of 0x{addr:x}, which is not the start of an allocation")
+    del self._bases[i], self._bufs[i]
+
+  def map_code(self, image: bytes) -> int:
+    """The address of a code object's image in this memory (mapped once), so s_getpc-relative data loads work."""
+    images = self.__dict__.setdefault("_images", {})
+    if image not in images: images[image] = self.alloc_bytes(image, 256)
+    return images[image]
