@@ -20,7 +20,8 @@ ENCODINGS: dict[str, tuple[range, object]] = {
   "SOPP": (range(128), lambda op: [0b101111111 << 23 | op << 16 | 0]),
   "SMEM": (range(256), lambda op: [0b111101 << 26 | op << 18 | 0 << 6 | 2, 124 << 25 | 0x10]),
   "VOP1": (range(256), lambda op: [0b0111111 << 25 | 0 << 17 | op << 9 | V2]),
-  "VOP2": (range(62), lambda op: [op << 25 | 0 << 17 | 2 << 9 | V1]),
+  # VOP2 and VOPD ops with a constant K (v_fmamk/v_fmaak) only decode with their literal dword present
+  "VOP2": (range(62), lambda op: [[op << 25 | 0 << 17 | 2 << 9 | V1], [op << 25 | 0 << 17 | 2 << 9 | V1, 0x3f800000]]),
   "VOPC": (range(256), lambda op: [0b0111110 << 25 | op << 17 | 2 << 9 | V1]),
   "VOP3": (range(1024), lambda op: [[0b110101 << 26 | op << 16 | 0, s] for s in (V3 << 18 | V2 << 9 | V1, V2 << 9 | V1, V1)]),
   "VOP3P": (range(128), lambda op: [[0b11001100 << 24 | op << 16 | h << 14, s | h * 3 << 27] for h in (0, 1) for s in (V3 << 18 | V2 << 9 | V1, V2 << 9 | V1)]),
@@ -29,8 +30,8 @@ ENCODINGS: dict[str, tuple[range, object]] = {
   "FLAT": (range(128), lambda op: [0b110111 << 26 | op << 18 | 0 << 16, 4 << 24 | 124 << 16 | 2 << 8 | 2]),
   "SCRATCH": (range(128), lambda op: [0b110111 << 26 | op << 18 | 1 << 16, 4 << 24 | 124 << 16 | 2 << 8 | 2]),
   "GLOBAL": (range(128), lambda op: [0b110111 << 26 | op << 18 | 2 << 16, 4 << 24 | 124 << 16 | 2 << 8 | 2]),
-  "VOPDX": (range(16), lambda op: [0b110010 << 26 | op << 22 | 0 << 17 | 2 << 9 | V1, 1 << 24 | 0 << 17 | 3 << 9 | V3]),
-  "VOPDY": (range(32), lambda op: [0b110010 << 26 | 0 << 22 | op << 17 | 2 << 9 | V1, 1 << 24 | 0 << 17 | 3 << 9 | V3]),
+  "VOPDX": (range(16), lambda op: [[0b110010 << 26 | op << 22 | 0 << 17 | x1 << 9 | V1, 1 << 24 | 0 << 17 | 3 << 9 | V3] + k for k in ([], [1]) for x1 in (2, 0)]),
+  "VOPDY": (range(32), lambda op: [[0b110010 << 26 | 0 << 22 | op << 17 | 2 << 9 | V1, 1 << 24 | 0 << 17 | y1 << 9 | V3] + k for k in ([], [1]) for y1 in (3, 0)]),
 }
 SUFFIX = re.compile(r"_e(32|64)$")
 
@@ -40,7 +41,7 @@ def disassemble_one(words: list[int]) -> str | None:
   out = subprocess.run([LLVM_MC, "-disassemble", "-show-encoding", "-triple=amdgcn-amd-amdhsa", "-mcpu=gfx1100"],
                        input=text, capture_output=True, text=True, check=True)
   if "invalid" in out.stderr: return None
-  m = re.search(r"^\s*(\S+)[^;\n]*; encoding: \[([^\]]*)\]", out.stdout, re.M)
+  m = re.search(r"^\s*(\S+(?:[^;:\n]*:: \S+)?)[^;\n]*; encoding: \[([^\]]*)\]", out.stdout, re.M)
   # only the first dword must survive the round trip: LLVM re-encodes fields an op does not use (a load's data) as zero
   return m.group(1) if m is not None and m.group(2).lower()[:19] == text[:19] else None
 
@@ -61,7 +62,8 @@ def main() -> None:
       out.append(next(line for line in old if line.startswith(f"{enc}:")))
       continue
     names = disassemble({op: make(op) for op in ops})
-    if enc == "VOPDX" or enc == "VOPDY": names = {op: n.split("::")[0 if enc == "VOPDX" else 1] if "::" in n else n for op, n in names.items()}
+    # a dual op prints as "v_dual_x ... :: v_dual_y ..."; other lines' first token is the mnemonic
+    names = {op: (n.split()[0] if enc != "VOPDY" else n.split(":: ")[1].split()[0]) for op, n in names.items()}
     body = ", ".join(f"{op}: {SUFFIX.sub('', n)!r}" for op, n in sorted(names.items()))
     out.append(f"{enc}: dict[int, str] = {{{body}}}")
     print(enc, len(names), file=sys.stderr)

@@ -39,10 +39,6 @@ def decode_one(code: bytes, pc: int) -> Inst:
   def w1() -> int:
     if pc + 8 > len(code): raise AMDEmuUnsupportedError("truncated 64-bit instruction", pc, (w0,))
     return struct.unpack_from("<I", code, pc + 4)[0]
-  if w0 >> 31 == 0:  # VOP2
-    op = _bits(w0, 30, 25)
-    f = {"src0": _bits(w0, 8, 0), "vsrc1": _bits(w0, 16, 9), "vdst": _bits(w0, 24, 17)}
-    return _with_literal(code, pc, Inst(pc, 4, "VOP2", op, OPS.VOP2.get(op), (w0,), f), f["src0"] == LITERAL or OPS.VOP2.get(op) in _VOP2_K)
   top7, top6 = w0 >> 25, w0 >> 26
   if top7 == 0b0111111:
     op = _bits(w0, 16, 9); f = {"src0": _bits(w0, 8, 0), "vdst": _bits(w0, 24, 17)}
@@ -50,6 +46,10 @@ def decode_one(code: bytes, pc: int) -> Inst:
   if top7 == 0b0111110:
     op = _bits(w0, 24, 17); f = {"src0": _bits(w0, 8, 0), "vsrc1": _bits(w0, 16, 9)}
     return _with_literal(code, pc, Inst(pc, 4, "VOPC", op, OPS.VOPC.get(op), (w0,), f), f["src0"] == LITERAL)
+  if w0 >> 31 == 0:  # VOP2 (after VOP1/VOPC, which also have bit 31 clear)
+    op = _bits(w0, 30, 25)
+    f = {"src0": _bits(w0, 8, 0), "vsrc1": _bits(w0, 16, 9), "vdst": _bits(w0, 24, 17)}
+    return _with_literal(code, pc, Inst(pc, 4, "VOP2", op, OPS.VOP2.get(op), (w0,), f), f["src0"] == LITERAL or OPS.VOP2.get(op) in _VOP2_K)
   if w0 >> 30 == 0b10:
     if w0 >> 28 == 0b1011:
       top9 = w0 >> 23

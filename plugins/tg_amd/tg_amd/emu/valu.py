@@ -118,6 +118,8 @@ _reg("v_bfrev_b32", "u32", ("u32",), lambda a: np.array([int(f"{int(x):032b}"[::
 _reg("v_bcnt_u32_b32", "u32", ("u32", "u32"), lambda a, b: np.bitwise_count(a).astype(u32) + b)
 def _clz(a): return np.where(a == 0, u32(0xffffffff), u32(31) - np.floor(np.log2(np.maximum(a, 1).astype(f64))).astype(u32))
 _reg("v_clz_i32_u32", "u32", ("u32",), _clz)
+_reg("v_cls_i32", "u32", ("i32",), lambda a:
+     np.where((a == 0) | (a == -1), u32(0xffffffff), _clz(np.where(a < 0, ~a, a).view(u32))))
 _reg("v_ctz_i32_b32", "u32", ("u32",), lambda a: np.where(a == 0, u32(0xffffffff), u32(31) - _clz(a & (~a + u32(1)))))
 def _perm(a, b, sel):
   src = (a.astype(u64) << u64(32)) | b  # byte 0..3 from b, 4..7 from a

@@ -344,12 +344,11 @@ def _vop(inst: Inst, prog: Program, lanes: int) -> Exec:
     ty = name[-3:]
     a, b, c, d, vcc = src(0, ty), src(1, ty), src(2, ty), dst(ty), _lane_mask_reader(inst, VCC, lanes)
     big = 64 if ty == "f32" else 128
-    lim = 127 if ty == "f32" else 1023
     def fmas(w: Wave) -> None:
-      r = valu.fma(a(w), b(w), c(w)).astype(valu.DT[ty])
-      expo = np.frexp(np.broadcast_to(c(w), (lanes,)))[1] - 1
-      scale = np.where(expo > lim, 2.0 ** big, 2.0 ** -big)
-      d(w, np.where(vcc(w), r.astype(np.float64) * scale, r))
+      r = valu.fma(a(w), b(w), c(w))  # unrounded for f32 (a float64): the scaled result below is rounded once
+      # the scale undoes v_div_scale's: up when the quotient estimate S2 is >= 2 (biased exponent above the bias), else down
+      up = np.frexp(np.broadcast_to(c(w), (lanes,)))[1] - 1 > 0
+      d(w, np.where(vcc(w), r * np.where(up, 2.0 ** big, 2.0 ** -big), r))
     return fmas
   if name in ("v_div_fixup_f32", "v_div_fixup_f64", "v_div_fixup_f16"):
     ty = name[-3:]
@@ -495,8 +494,12 @@ def _flat(inst: Inst, prog: Program, lanes: int) -> Exec:
   name, f, enc = inst.name, inst.f, inst.enc
   assert name is not None
   kind, _, ty = name.partition("_")[2].partition("_")
-  if kind not in ("load", "store") or (ty not in _LOADS and ty not in _STORES) or "d16" in name:
-    raise _Unsupported("memory op not implemented (atomics and d16 loads are not emulated yet)")
+  d16 = None
+  if ty.startswith("d16_"):  # d16 loads write one 16-bit half of the VGPR and keep the other; d16_hi stores store the high half
+    d16, ty = ty[4:].startswith("hi_"), ty[4:].removeprefix("hi_")
+    ty = {"b16": "u16"}.get(ty, ty) if kind == "load" else ty
+  if kind not in ("load", "store") or (ty not in _LOADS and ty not in _STORES):
+    raise _Unsupported("memory op not implemented (atomics are not emulated yet)")
   off, vaddr, saddr = f["offset"], f["addr"], f["saddr"]
   if enc == "SCRATCH":
     sv = sread(inst, saddr) if saddr != NULL else (lambda w: 0)
@@ -522,6 +525,22 @@ def _flat(inst: Inst, prog: Program, lanes: int) -> Exec:
     if len(a) and (a.min() < 0 or a.max() + n > w.scratch.shape[1]):
       raise AMDEmuMemoryFault(f"scratch access {int(a.min())}..{int(a.max()) + n} outside the {w.scratch.shape[1]}-byte private segment")
     w.scratch[act[:, None], a[:, None] + np.arange(n)] = data
+  if kind == "load" and d16 is not None:
+    n, ext = _LOADS[ty]; d = f["vdst"]; half = int(d16)
+    def load16(w: Wave) -> None:
+      act = np.flatnonzero(w.execmask)
+      if len(act) == 0: return
+      vals = _to_dwords(gather(w, addr_of(w, act), act, n), ext)[0].astype(np.uint16)
+      w.v[d].view(np.uint16).reshape(lanes, 2)[act, half] = vals
+    return load16
+  if kind == "store" and d16:
+    n = _STORES[ty]; data = f["data"]
+    def store_hi(w: Wave) -> None:
+      act = np.flatnonzero(w.execmask)
+      if len(act) == 0: return
+      hi = (w.v[data, act] >> np.uint32(16)).astype(np.uint16)
+      scatter(w, addr_of(w, act), act, np.ascontiguousarray(hi).view(np.uint8).reshape(-1, 2)[:, :n])
+    return store_hi
   if kind == "load":
     n, ext = _LOADS[ty]; d = f["vdst"]
     def load(w: Wave) -> None:
