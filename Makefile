@@ -13,8 +13,8 @@ $(VENV)/.installed-demo: pyproject.toml | $(BIN)/python
 	touch $@
 
 # the tests also need the references (torch CPU, safetensors, ...), the test tools and the plugins
-$(VENV)/.installed-test: pyproject.toml plugins/tg_cpu_x86/pyproject.toml | $(BIN)/python
-	$(BIN)/pip install -q -e ".[test,demo]" -e plugins/tg_cpu_x86
+$(VENV)/.installed-test: pyproject.toml plugins/tg_cpu_x86/pyproject.toml plugins/tg_amd/pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q -e ".[test,demo]" -e plugins/tg_cpu_x86 -e plugins/tg_amd
 	touch $@
 
 # the op-vs-torch suite that every compute device runs
@@ -30,6 +30,8 @@ test: $(VENV)/.installed-test
 	SPEC=1 DEV=CPU $(BIN)/python -m pytest -n 2 --pyargs tg_core.testing --tg-device=CPU
 	SPEC=1 DEV=CPU $(BIN)/python -m pytest -n 2 plugins/tg_cpu_x86/tests $(OP_TESTS)
 	SPEC=1 DEV=PYTHON $(BIN)/python -m pytest -n 2 tests
+	# the AMD emulator; its decoder oracle needs llvm-objdump-19 (Debian: apt-get install llvm-19) and skips without it
+	$(BIN)/python -m pytest -n 2 plugins/tg_amd/tests
 
 lint: $(VENV)/.installed-test
 	$(BIN)/ruff check tg_core tests bench examples plugins
@@ -40,5 +42,6 @@ bench: $(VENV)/.installed-test
 	$(BIN)/python bench/cpu_ops.py
 	$(BIN)/python bench/rewrite.py
 	$(BIN)/python bench/import_time.py
+	$(BIN)/python bench/amd_emulator.py
 
 .PHONY: demo test lint bench

@@ -25,7 +25,7 @@ declare void @llvm.amdgcn.s.barrier()
 
 def elementwise(name: str, in_tys: list[str], out_ty: str, body: str, block: int = 64) -> str:
   """out[i] = f(in0[i], in1[i], ...) with i = workgroup.id.x * block + workitem.id.x; `body` computes %r from %x0, %x1..."""
-  params = ", ".join([f"ptr addrspace(1) noalias %out"] + [f"ptr addrspace(1) noalias %in{j}" for j in range(len(in_tys))])
+  params = ", ".join(["ptr addrspace(1) noalias %out"] + [f"ptr addrspace(1) noalias %in{j}" for j in range(len(in_tys))])
   loads = "\n".join(f"  %p{j} = getelementptr {t}, ptr addrspace(1) %in{j}, i32 %i\n  %x{j} = load {t}, ptr addrspace(1) %p{j}"
                     for j, t in enumerate(in_tys))
   return f"""{DECLS}

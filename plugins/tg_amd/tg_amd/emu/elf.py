@@ -157,7 +157,7 @@ def read_code_object(data: bytes) -> CodeObject:
   meta = _read_metadata(data, secs)
   kernels: dict[str, KernelInfo] = {}
   metas = {k[".name"]: k for k in meta.get("amdhsa.kernels", [])}
-  for name, (addr, size) in symbols.items():
+  for name, (addr, _) in symbols.items():
     if not name.endswith(".kd"): continue
     kname = name[:-3]
     kd = KernelDescriptor.from_bytes(bytes(image[addr:addr + 64]))

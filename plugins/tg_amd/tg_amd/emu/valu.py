@@ -77,9 +77,11 @@ for w, ut, it in ((32, "u32", "i32"), (16, "u16", "i16")):
   _reg(f"v_max_{it}", it, (it, it), np.maximum); _reg(f"v_min_{it}", it, (it, it), np.minimum)
   _reg(f"v_mul_lo_{ut}", ut, (ut, ut), np.multiply)
   for t in (ut, it):
-    _reg(f"v_max3_{t}", t, (t, t, t), lambda a, b, c: np.maximum(np.maximum(a, b), c)); _reg(f"v_min3_{t}", t, (t, t, t), lambda a, b, c: np.minimum(np.minimum(a, b), c))
+    _reg(f"v_max3_{t}", t, (t, t, t), lambda a, b, c: np.maximum(np.maximum(a, b), c))
+    _reg(f"v_min3_{t}", t, (t, t, t), lambda a, b, c: np.minimum(np.minimum(a, b), c))
     _reg(f"v_med3_{t}", t, (t, t, t), lambda a, b, c: np.maximum(np.minimum(a, b), np.minimum(np.maximum(a, b), c)))
-    _reg(f"v_maxmin_{t}", t, (t, t, t), lambda a, b, c: np.minimum(np.maximum(a, b), c)); _reg(f"v_minmax_{t}", t, (t, t, t), lambda a, b, c: np.maximum(np.minimum(a, b), c))
+    _reg(f"v_maxmin_{t}", t, (t, t, t), lambda a, b, c: np.minimum(np.maximum(a, b), c))
+    _reg(f"v_minmax_{t}", t, (t, t, t), lambda a, b, c: np.maximum(np.minimum(a, b), c))
 _reg("v_mad_u16", "u16", ("u16", "u16", "u16"), lambda a, b, c: a * b + c)
 _reg("v_mad_i16", "i16", ("i16", "i16", "i16"), lambda a, b, c: a * b + c)
 for nm, f in (("and", np.bitwise_and), ("or", np.bitwise_or), ("xor", np.bitwise_xor)):

@@ -49,6 +49,10 @@ def bits_of(mask: np.ndarray) -> int: return int.from_bytes(np.packbits(mask, bi
 
 Exec = Callable[[Wave], int | None]
 
+def _wide(x: np.ndarray, shape: tuple[int]) -> np.ndarray:
+  """x as one value per lane (a broadcast scalar operand becomes a full row); cheaper than np.broadcast_to for the common case."""
+  return x if x.shape == shape else np.full(shape, x)
+
 @dataclass
 class Program:
   """A kernel's instructions compiled to closures; `index` maps a byte offset to its instruction's position."""
@@ -302,8 +306,8 @@ def _vop(inst: Inst, prog: Program, lanes: int) -> Exec:
   if base in valu.CMP:
     ty, cmp = valu.CMP[base]
     a, b = src(0, ty), src(1, "u32" if "class" in base else ty)
-    if "class" in base: test = lambda w: valu.fp_class(np.broadcast_to(a(w), (lanes,)), np.broadcast_to(b(w), (lanes,)))
-    else: test = lambda w: np.broadcast_to(cmp(a(w), b(w)), (lanes,))
+    if "class" in base: test = lambda w: valu.fp_class(_wide(a(w), (lanes,)), _wide(b(w), (lanes,)))
+    else: test = lambda w: _wide(cmp(a(w), b(w)), (lanes,))
     if clamp: raise _Unsupported("clamp on a compare")
     if name.startswith("v_cmpx_"): return lambda w: w.set_exec(bits_of(test(w) & w.execmask))
     wm = _write_mask(f["vdst"] if e3 else VCC, lanes)
@@ -321,11 +325,12 @@ def _vop(inst: Inst, prog: Program, lanes: int) -> Exec:
     cout = _write_mask(f["sdst"] if e3 else VCC, lanes)
     sub, rev = "sub" in name, "subrev" in name
     def carry(w: Wave) -> None:
-      x, y = a(w).astype(np.int64), b(w).astype(np.int64)
-      if rev: x, y = y, x
-      c = cin(w).astype(np.int64) if cin is not None else 0
+      x, y = a(w).astype(np.uint64), b(w)
+      if rev: x, y = y.astype(np.uint64), x
+      c = cin(w) if cin is not None else False
+      # in uint64 a 32-bit sum's carry is bit 32; a difference that borrows wraps past 2**32
       r = x - y - c if sub else x + y + c
-      d(w, (r & M32).astype(np.uint32)); cout(w, np.broadcast_to((r < 0) if sub else (r > M32), (lanes,)))
+      d(w, r.astype(np.uint32)); cout(w, _wide(r > M32, (lanes,)))
     return carry
   if name in ("v_mad_u64_u32", "v_mad_i64_i32"):
     sg = name == "v_mad_i64_i32"
@@ -334,7 +339,7 @@ def _vop(inst: Inst, prog: Program, lanes: int) -> Exec:
     def mad64(w: Wave) -> None:
       x, y, z = a(w), b(w), c(w)
       prod = np.asarray(x).astype(object) * np.asarray(y).astype(object) + np.asarray(z).astype(object)
-      prod = np.broadcast_to(prod, (lanes,))
+      prod = _wide(prod, (lanes,))
       r = np.array([int(p) & 0xffffffffffffffff for p in prod], np.uint64)
       ov = np.array([not (-(1 << 63) <= int(p) < (1 << 63)) if sg else int(p) >> 64 != 0 for p in prod])
       d(w, r.view(np.int64) if sg else r); cout(w, ov)
@@ -347,7 +352,7 @@ def _vop(inst: Inst, prog: Program, lanes: int) -> Exec:
     def fmas(w: Wave) -> None:
       r = valu.fma(a(w), b(w), c(w))  # unrounded for f32 (a float64): the scaled result below is rounded once
       # the scale undoes v_div_scale's: up when the quotient estimate S2 is >= 2 (biased exponent above the bias), else down
-      up = np.frexp(np.broadcast_to(c(w), (lanes,)))[1] - 1 > 0
+      up = np.frexp(_wide(c(w), (lanes,)))[1] - 1 > 0
       d(w, np.where(vcc(w), r * np.where(up, 2.0 ** big, 2.0 ** -big), r))
     return fmas
   if name in ("v_div_fixup_f32", "v_div_fixup_f64", "v_div_fixup_f16"):
@@ -364,11 +369,11 @@ def _vop(inst: Inst, prog: Program, lanes: int) -> Exec:
     a = src(0, "u32"); wd = swrite(f["vdst"])
     def rfl(w: Wave) -> None:
       act = np.flatnonzero(w.execmask)
-      wd(w, int(np.broadcast_to(a(w), (lanes,))[act[0] if len(act) else 0]))
+      wd(w, int(_wide(a(w), (lanes,))[act[0] if len(act) else 0]))
     return rfl
   if name == "v_readlane_b32":
     a, lane, wd = src(0, "u32"), sread(inst, f["src1"]), swrite(f["vdst"])
-    return lambda w: wd(w, int(np.broadcast_to(a(w), (lanes,))[lane(w) % lanes]))
+    return lambda w: wd(w, int(_wide(a(w), (lanes,))[lane(w) % lanes]))
   if name == "v_writelane_b32":
     val, lane, dd = sread(inst, f["src0"]), sread(inst, f["src1"]), f["vdst"]
     def wl(w: Wave) -> None: w.v[dd][lane(w) % lanes] = val(w)
@@ -400,7 +405,7 @@ def _div_scale(inst: Inst, src, dst, lanes: int) -> Exec:
   big, mant, emax = (64, 23, 254) if ty == "f32" else (128, 52, 2046)
   tiny = np.finfo(valu.DT[ty]).tiny
   def scale(w: Wave) -> None:
-    a, den, num = (np.broadcast_to(x(w), (lanes,)).astype(np.float64) for x in (s0, s1, s2))
+    a, den, num = (_wide(x(w), (lanes,)).astype(np.float64) for x in (s0, s1, s2))
     e = lambda x: np.frexp(x)[1] - 1 + 127 if ty == "f32" else np.frexp(x)[1] - 1 + 1023  # biased exponent of normals
     with np.errstate(all="ignore"):
       r, vcc = a.copy(), np.zeros(lanes, bool)
