@@ -179,15 +179,12 @@ for t in ("i16", "u16", "i32", "u32", "i64", "u64"):
 
 def fp_class(a: np.ndarray, mask: np.ndarray) -> np.ndarray:
   """v_cmp_class: bit 0 sNaN, 1 qNaN, 2 -inf, 3 -normal, 4 -denorm, 5 -0, 6 +0, 7 +denorm, 8 +normal, 9 +inf."""
-  bits = a.view({2: np.uint16, 4: np.uint32, 8: np.uint64}[a.itemsize]).astype(u64)
-  mant_bits = {2: 10, 4: 23, 8: 52}[a.itemsize]
-  quiet = (bits >> u64(mant_bits - 1)) & u64(1)
-  neg, nan, inf = np.signbit(a), np.isnan(a), np.isinf(a)
-  zero = a == 0
-  den = ~zero & np.isfinite(a) & (np.abs(a) < np.finfo(a.dtype).tiny)
-  norm = np.isfinite(a) & ~zero & ~den
-  cls = [nan & (quiet == 0), nan & (quiet == 1), inf & neg, norm & neg, den & neg, zero & neg, zero & ~neg, den & ~neg, norm & ~neg, inf & ~neg]
-  m = mask.astype(u64)
-  out = np.zeros(a.shape, bool)
-  for i, c in enumerate(cls): out |= c & (((m >> u64(i)) & u64(1)) != 0)
-  return out
+  ut = {2: np.uint16, 4: np.uint32, 8: np.uint64}[a.itemsize]
+  mbits, ebits = {2: (10, 5), 4: (23, 8), 8: (52, 11)}[a.itemsize]
+  bits = a.view(ut)
+  e, m = (bits >> ut(mbits)) & ut((1 << ebits) - 1), bits & ut((1 << mbits) - 1)
+  neg = (bits >> ut(mbits + ebits)) != 0
+  top = e == ut((1 << ebits) - 1)
+  idx = np.where(top, np.where(m == 0, np.where(neg, 2, 9), np.where(m >> ut(mbits - 1) != 0, 1, 0)),
+                 np.where(e == 0, np.where(m == 0, np.where(neg, 5, 6), np.where(neg, 4, 7)), np.where(neg, 3, 8)))
+  return (mask.astype(np.uint32) >> idx.astype(np.uint32)) & np.uint32(1) != 0

@@ -19,7 +19,7 @@ INV_2PI = {"f32": 0x3e22f983, "f16": 0x3118, "f64": 0x3fc45f306dc9c882}
 class Wave:
   """One wavefront's architectural state. s: the 256 scalar operand codes (SGPRs, VCC, M0, EXEC and the inline constants'
   values, so a read is one list index); v: VGPRs as (registers, lanes) uint32."""
-  __slots__ = ("s", "v", "scc", "execmask", "lanes", "lds", "scratch", "mem", "code_base", "mode")
+  __slots__ = ("s", "v", "scc", "execmask", "exec_full", "lanes", "lds", "scratch", "mem", "code_base", "mode")
   def __init__(self, lanes: int, nvgpr: int, mem: Memory, lds: np.ndarray, scratch: np.ndarray, code_base: int):
     self.s = [0] * 256
     for c in range(129, 193): self.s[c] = c - 128
@@ -29,11 +29,14 @@ class Wave:
     self.v = np.zeros((max(nvgpr, 1), lanes), np.uint32)
     self.scc, self.lanes, self.lds, self.scratch, self.mem, self.code_base = 0, lanes, lds, scratch, mem, code_base
     self.execmask = np.zeros(lanes, bool)
+    self.exec_full = False  # every lane active: writers can assign whole rows
     self.mode = 0
 
   def set_exec(self, value: int) -> None:
     self.s[EXEC] = value & M32; self.s[EXEC + 1] = value >> 32 & M32 if self.lanes == 64 else self.s[EXEC + 1]
-    self.execmask = mask_of(self.exec(), self.lanes)
+    e = self.exec()
+    self.execmask = mask_of(e, self.lanes)
+    self.exec_full = e == (1 << self.lanes) - 1
   def exec(self) -> int: return self.s[EXEC] | (self.s[EXEC + 1] << 32 if self.lanes == 64 else 0)
   def vcc(self) -> int: return self.s[VCC] | (self.s[VCC + 1] << 32 if self.lanes == 64 else 0)
 
@@ -253,7 +256,8 @@ def vwrite(d: int, ty: str, hi: bool = False, clamp: bool = False) -> Callable[[
   if bits == 32:
     def w32(w: Wave, val: np.ndarray) -> None:
       if clamp: val = np.clip(val, 0, 1)
-      np.copyto(w.v[d], np.asarray(val, dt).view(np.uint32), where=w.execmask)
+      if w.exec_full: w.v[d] = np.asarray(val, dt).view(np.uint32)
+      else: np.copyto(w.v[d], np.asarray(val, dt).view(np.uint32), where=w.execmask)
     return w32
   if bits == 16:
     def w16(w: Wave, val: np.ndarray) -> None:
@@ -404,8 +408,16 @@ def _div_scale(inst: Inst, src, dst, lanes: int) -> Exec:
   s0, s1, s2, d, cout = src(0, ty), src(1, ty), src(2, ty), dst(ty), _write_mask(inst.f["sdst"], lanes)
   big, mant, emax = (64, 23, 254) if ty == "f32" else (128, 52, 2046)
   tiny = np.finfo(valu.DT[ty]).tiny
+  ebits, ut = (23, np.uint32) if ty == "f32" else (52, np.uint64)
+  emask = 0xff if ty == "f32" else 0x7ff
+  def biased_exp(x: np.ndarray) -> np.ndarray: return (np.asarray(x).view(ut) >> ut(ebits) & ut(emask)).astype(np.int32)
   def scale(w: Wave) -> None:
-    a, den, num = (_wide(x(w), (lanes,)).astype(np.float64) for x in (s0, s1, s2))
+    a0, den0, num0 = s0(w), s1(w), s2(w)
+    en, ed = biased_exp(num0), biased_exp(den0)
+    # the common case: no operand near a range limit, so no scaling (D = S0, VCC = 0); the ISA's cases below only widen it
+    if not ((en <= mant) | (ed <= 0) | (ed >= emax - 1) | (en - ed >= (96 if ty == "f32" else 768)) | (en - ed <= -(emax // 2 - 2))).any():
+      d(w, a0); cout(w, np.zeros(lanes, bool)); return
+    a, den, num = (_wide(x, (lanes,)).astype(np.float64) for x in (a0, den0, num0))
     e = lambda x: np.frexp(x)[1] - 1 + 127 if ty == "f32" else np.frexp(x)[1] - 1 + 1023  # biased exponent of normals
     with np.errstate(all="ignore"):
       r, vcc = a.copy(), np.zeros(lanes, bool)
