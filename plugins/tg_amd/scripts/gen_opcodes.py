@@ -33,6 +33,7 @@ ENCODINGS: dict[str, tuple[range, object]] = {
   "FLAT": (range(128), lambda op: [0b110111 << 26 | op << 18 | 0 << 16, 4 << 24 | 124 << 16 | 2 << 8 | 2]),
   "SCRATCH": (range(128), lambda op: [0b110111 << 26 | op << 18 | 1 << 16, 4 << 24 | 124 << 16 | 2 << 8 | 2]),
   "GLOBAL": (range(128), lambda op: [0b110111 << 26 | op << 18 | 2 << 16, 4 << 24 | 124 << 16 | 2 << 8 | 2]),
+  "MUBUF": (range(256), lambda op: [[0b111000 << 26 | op << 18, s] for s in (124 << 24 | 1 << 16 | 2 << 8 | 3, 0)]),
   "VOPDX": (range(16), lambda op: [[0b110010 << 26 | op << 22 | x1 << 9 | V1, 1 << 24 | 3 << 9 | V3] + k for k in ([], [1]) for x1 in (2, 0)]),
   "VOPDY": (range(32), lambda op: [[0b110010 << 26 | op << 17 | 2 << 9 | V1, 1 << 24 | y1 << 9 | V3] + k for k in ([], [1]) for y1 in (3, 0)]),
 }

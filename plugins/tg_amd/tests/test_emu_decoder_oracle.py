@@ -7,6 +7,7 @@ import subprocess
 from collections import Counter
 import pytest
 from amdgpu_ir import compile_ir, elementwise
+from test_emu_code_object import ATOMIC
 from test_emu_kernels import LDS_REDUCE
 from tg_amd.emu.decoder import Inst, decode
 from tg_amd.emu.elf import read_code_object
@@ -25,6 +26,7 @@ KERNELS = {
   "cvt": elementwise("k", ["double"], "i64", "  %r = fptosi double %x0 to i64"),
   "bf16": elementwise("k", ["bfloat", "bfloat"], "bfloat", "  %r = fmul bfloat %x0, %x1"),
   "reduce": LDS_REDUCE,
+  "atomic": ATOMIC,
 }
 
 _SPECIAL = {"vcc_lo": 106, "vcc_hi": 107, "null": 124, "m0": 125, "exec_lo": 126, "exec_hi": 127, "vcc": 106, "exec": 126}

@@ -19,7 +19,7 @@ _VOPD_K = {"v_dual_fmamk_f32", "v_dual_fmaak_f32"}
 class Inst:
   pc: int  # byte offset in the code object's image
   size: int  # bytes, literal included
-  enc: str  # SOP1 SOP2 SOPK SOPC SOPP SMEM VOP1 VOP2 VOPC VOP3 VOP3SD VOP3P VOPD DS FLAT GLOBAL SCRATCH
+  enc: str  # SOP1 SOP2 SOPK SOPC SOPP SMEM VOP1 VOP2 VOPC VOP3 VOP3SD VOP3P VOPD DS FLAT GLOBAL SCRATCH MUBUF
   op: int
   name: str | None  # LLVM's mnemonic (no _e32/_e64 suffix); None for an opcode gfx11 does not define
   words: tuple[int, ...]
@@ -102,7 +102,12 @@ def decode_one(code: bytes, pc: int) -> Inst:
          "addr": _bits(w, 7, 0), "data": _bits(w, 15, 8), "saddr": _bits(w, 22, 16), "sve": _bits(w, 23, 23), "vdst": _bits(w, 31, 24)}
     enc, table = (("FLAT", OPS.FLAT), ("SCRATCH", OPS.SCRATCH), ("GLOBAL", OPS.GLOBAL), ("FLAT?", {}))[seg]
     return Inst(pc, 8, enc, op, table.get(op), (w0, w), f)
-  raise AMDEmuUnsupportedError(f"instruction encoding (word 0x{w0:08x}: MUBUF/MTBUF/MIMG/EXP/VINTERP/LDSDIR are not decoded)", pc, (w0,))
+  if top6 == 0b111000:  # MUBUF: LLVM emits only the cache invalidations buffer_gl0_inv/gl1_inv for these kernels
+    w = w1(); op = _bits(w0, 25, 18)
+    f = {"offset": _bits(w0, 11, 0), "vaddr": _bits(w, 7, 0), "vdata": _bits(w, 15, 8), "srsrc": _bits(w, 20, 16), "offen": _bits(w, 22, 22),
+         "idxen": _bits(w, 23, 23), "soffset": _bits(w, 31, 24)}
+    return Inst(pc, 8, "MUBUF", op, OPS.MUBUF.get(op), (w0, w), f)
+  raise AMDEmuUnsupportedError(f"instruction encoding (word 0x{w0:08x}: MTBUF/MIMG/EXP/VINTERP/LDSDIR are not decoded)", pc, (w0,))
 
 def _sext(v: int, bits: int) -> int: return v - (1 << bits) if v >> (bits - 1) & 1 else v
 

@@ -10,7 +10,7 @@ from typing import Any
 from tg_amd.emu.errors import AMDCodeObjectError
 from tg_amd.emu.msgpack import unpackb
 
-EM_AMDGPU, ET_REL, ET_DYN = 224, 1, 2
+EM_AMDGPU, ET_REL, ET_DYN = 224, 1, 3
 SHT_SYMTAB, SHT_NOTE, SHT_RELA, SHF_ALLOC = 2, 7, 4, 0x2
 NT_AMDGPU_METADATA = 32
 # R_AMDGPU_* relocation types (AMDGPUUsage "Relocation Records"): type -> (size in bytes, pc-relative, value transform)
@@ -115,7 +115,7 @@ def read_code_object(data: bytes) -> CodeObject:
   if data[4] != 2 or data[5] != 1: raise AMDCodeObjectError("AMDGPU code objects are ELF64 little endian; this ELF is not")
   e_type, e_machine = struct.unpack_from("<HH", data, 16)
   if e_machine != EM_AMDGPU: raise AMDCodeObjectError(f"ELF e_machine is {e_machine}, not EM_AMDGPU ({EM_AMDGPU}): not an AMDGPU code object")
-  if e_type not in (ET_REL, ET_DYN): raise AMDCodeObjectError(f"ELF type {e_type} is neither relocatable (1) nor shared (2)")
+  if e_type not in (ET_REL, ET_DYN): raise AMDCodeObjectError(f"ELF type {e_type} is neither relocatable (1) nor shared (3)")
   e_flags, = struct.unpack_from("<I", data, 48)
   e_shoff, = struct.unpack_from("<Q", data, 40)
   e_shentsize, e_shnum, e_shstrndx = struct.unpack_from("<HHH", data, 58)

@@ -233,6 +233,25 @@ GLOBAL: dict[int, str] = {
   72: 'global_atomic_max_u64', 73: 'global_atomic_and_b64', 74: 'global_atomic_or_b64', 75: 'global_atomic_xor_b64', 76: 'global_atomic_inc_u64',
   77: 'global_atomic_dec_u64', 80: 'global_atomic_cmpswap_f32', 81: 'global_atomic_min_f32', 82: 'global_atomic_max_f32', 86: 'global_atomic_add_f32',
 }
+MUBUF: dict[int, str] = {
+  0: 'buffer_load_format_x', 1: 'buffer_load_format_xy', 2: 'buffer_load_format_xyz', 3: 'buffer_load_format_xyzw', 4: 'buffer_store_format_x',
+  5: 'buffer_store_format_xy', 6: 'buffer_store_format_xyz', 7: 'buffer_store_format_xyzw', 8: 'buffer_load_d16_format_x',
+  9: 'buffer_load_d16_format_xy', 10: 'buffer_load_d16_format_xyz', 11: 'buffer_load_d16_format_xyzw', 12: 'buffer_store_d16_format_x',
+  13: 'buffer_store_d16_format_xy', 14: 'buffer_store_d16_format_xyz', 15: 'buffer_store_d16_format_xyzw', 16: 'buffer_load_u8', 17: 'buffer_load_i8',
+  18: 'buffer_load_u16', 19: 'buffer_load_i16', 20: 'buffer_load_b32', 21: 'buffer_load_b64', 22: 'buffer_load_b96', 23: 'buffer_load_b128',
+  24: 'buffer_store_b8', 25: 'buffer_store_b16', 26: 'buffer_store_b32', 27: 'buffer_store_b64', 28: 'buffer_store_b96', 29: 'buffer_store_b128',
+  30: 'buffer_load_d16_u8', 31: 'buffer_load_d16_i8', 32: 'buffer_load_d16_b16', 33: 'buffer_load_d16_hi_u8', 34: 'buffer_load_d16_hi_i8',
+  35: 'buffer_load_d16_hi_b16', 36: 'buffer_store_d16_hi_b8', 37: 'buffer_store_d16_hi_b16', 38: 'buffer_load_d16_hi_format_x',
+  39: 'buffer_store_d16_hi_format_x', 43: 'buffer_gl0_inv', 44: 'buffer_gl1_inv', 45: 'buffer_load_lds_u8', 46: 'buffer_load_lds_i8',
+  47: 'buffer_load_lds_u16', 48: 'buffer_load_lds_i16', 49: 'buffer_load_lds_b32', 50: 'buffer_load_lds_format_x', 51: 'buffer_atomic_swap_b32',
+  52: 'buffer_atomic_cmpswap_b32', 53: 'buffer_atomic_add_u32', 54: 'buffer_atomic_sub_u32', 55: 'buffer_atomic_csub_u32',
+  56: 'buffer_atomic_min_i32', 57: 'buffer_atomic_min_u32', 58: 'buffer_atomic_max_i32', 59: 'buffer_atomic_max_u32', 60: 'buffer_atomic_and_b32',
+  61: 'buffer_atomic_or_b32', 62: 'buffer_atomic_xor_b32', 63: 'buffer_atomic_inc_u32', 64: 'buffer_atomic_dec_u32', 65: 'buffer_atomic_swap_b64',
+  66: 'buffer_atomic_cmpswap_b64', 67: 'buffer_atomic_add_u64', 68: 'buffer_atomic_sub_u64', 69: 'buffer_atomic_min_i64', 70: 'buffer_atomic_min_u64',
+  71: 'buffer_atomic_max_i64', 72: 'buffer_atomic_max_u64', 73: 'buffer_atomic_and_b64', 74: 'buffer_atomic_or_b64', 75: 'buffer_atomic_xor_b64',
+  76: 'buffer_atomic_inc_u64', 77: 'buffer_atomic_dec_u64', 80: 'buffer_atomic_cmpswap_f32', 81: 'buffer_atomic_min_f32', 82: 'buffer_atomic_max_f32',
+  86: 'buffer_atomic_add_f32',
+}
 VOPDX: dict[int, str] = {
   0: 'v_dual_fmac_f32', 1: 'v_dual_fmaak_f32', 2: 'v_dual_fmamk_f32', 3: 'v_dual_mul_f32', 4: 'v_dual_add_f32', 5: 'v_dual_sub_f32',
   6: 'v_dual_subrev_f32', 7: 'v_dual_mul_dx9_zero_f32', 8: 'v_dual_mov_b32', 9: 'v_dual_cndmask_b32', 10: 'v_dual_max_f32', 11: 'v_dual_min_f32',

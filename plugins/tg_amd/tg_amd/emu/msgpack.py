@@ -13,7 +13,9 @@ _SIZED = {0xd9: (">B", 1, "str"), 0xda: (">H", 2, "str"), 0xdb: (">I", 4, "str")
           0xc6: (">I", 4, "bin"), 0xdc: (">H", 2, "array"), 0xdd: (">I", 4, "array"), 0xde: (">H", 2, "map"), 0xdf: (">I", 4, "map")}
 
 def unpackb(data: bytes) -> Any:
-  value, end = _read(data, 0)
+  try: value, end = _read(data, 0)
+  except (struct.error, IndexError, UnicodeDecodeError) as e:
+    raise AMDCodeObjectError(f"msgpack: metadata document is truncated or corrupt ({e}); recompile the code object") from e
   if end != len(data): raise AMDCodeObjectError(f"msgpack: {len(data) - end} trailing bytes after the metadata document")
   return value
 

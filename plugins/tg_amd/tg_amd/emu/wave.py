@@ -342,11 +342,15 @@ def _vop(inst: Inst, prog: Program, lanes: int) -> Exec:
     d, cout = dst("i64" if sg else "u64"), _write_mask(f["sdst"], lanes)
     def mad64(w: Wave) -> None:
       x, y, z = a(w), b(w), c(w)
-      prod = np.asarray(x).astype(object) * np.asarray(y).astype(object) + np.asarray(z).astype(object)
-      prod = _wide(prod, (lanes,))
-      r = np.array([int(p) & 0xffffffffffffffff for p in prod], np.uint64)
-      ov = np.array([not (-(1 << 63) <= int(p) < (1 << 63)) if sg else int(p) >> 64 != 0 for p in prod])
-      d(w, r.view(np.int64) if sg else r); cout(w, ov)
+      if sg:  # a 32x32 product fits in int64; the sum overflows when z and the product share a sign the result lacks
+        p = x.astype(np.int64) * y
+        r = p + z
+        ov = ((p >= 0) == (z >= 0)) & ((r >= 0) != (p >= 0))
+      else:
+        p = x.astype(np.uint64) * y
+        r = p + z
+        ov = r < p
+      d(w, r); cout(w, _wide(ov, (lanes,)))
     return mad64
   if name in ("v_div_scale_f32", "v_div_scale_f64"): return _div_scale(inst, src, dst, lanes)
   if name in ("v_div_fmas_f32", "v_div_fmas_f64"):
@@ -636,9 +640,15 @@ def _ds(inst: Inst, prog: Program, lanes: int) -> Exec:
     return atomic
   raise _Unsupported("LDS op not implemented")
 
+def _mubuf(inst: Inst, prog: Program, lanes: int) -> Exec:
+  # caches do not exist in the emulator (every access goes straight to Memory), so invalidating them is a no-op
+  if inst.name in ("buffer_gl0_inv", "buffer_gl1_inv"): return lambda w: None
+  raise _Unsupported("buffer memory op not implemented")
+
 _BUILDERS: dict[str, Callable[[Inst, Program, int], Exec]] = {
   "SOP1": _salu, "SOP2": _salu, "SOPC": _salu, "SOPK": _salu, "SOPP": _sopp, "SMEM": _smem, "VOP1": _vop, "VOP2": _vop, "VOPC": _vop,
-  "VOP3": _vop, "VOP3SD": _vop, "VOP3P": _vop3p, "VOPD": _vopd, "GLOBAL": _flat, "FLAT": _flat, "SCRATCH": _flat, "DS": _ds}
+  "VOP3": _vop, "VOP3SD": _vop, "VOP3P": _vop3p, "VOPD": _vopd, "GLOBAL": _flat, "FLAT": _flat, "SCRATCH": _flat, "DS": _ds,
+  "MUBUF": _mubuf}
 
 def run_wave(w: Wave, prog: Program, i: int, budget: list[int]) -> int:
   """Run from instruction i until s_endpgm (returns END) or s_barrier (returns the index to resume at). budget[0] counts instructions."""
