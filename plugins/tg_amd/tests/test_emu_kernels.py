@@ -209,3 +209,147 @@ def test_out_of_bounds_store_faults():
   m = Memory(); pin = m.alloc_bytes(np.zeros(128, np.float32)); pout = m.alloc(64 * 4)
   with pytest.raises(AMDEmuMemoryFault, match="outside every allocation"):
     run_kernel(compile_ir(ir), "k", struct.pack("<QQ", pout, pin), (2, 1, 1), (64, 1, 1), m)
+
+def test_tiled_matmul_through_lds():
+  # C = A @ B, 16x16 tiles staged in LDS, one barrier per stage: the shape of a tinygrad LOCAL-opt matmul
+  N, T = 32, 16
+  ir = f"""
+declare i32 @llvm.amdgcn.workitem.id.x()
+declare i32 @llvm.amdgcn.workitem.id.y()
+declare i32 @llvm.amdgcn.workgroup.id.x()
+declare i32 @llvm.amdgcn.workgroup.id.y()
+declare void @llvm.amdgcn.s.barrier()
+@ta = internal addrspace(3) global [{T * T} x float] undef, align 4
+@tb = internal addrspace(3) global [{T * T} x float] undef, align 4
+define amdgpu_kernel void @mm(ptr addrspace(1) noalias %c, ptr addrspace(1) noalias %a, ptr addrspace(1) noalias %b) {{
+entry:
+  %tx = call i32 @llvm.amdgcn.workitem.id.x()
+  %ty = call i32 @llvm.amdgcn.workitem.id.y()
+  %bx = call i32 @llvm.amdgcn.workgroup.id.x()
+  %by = call i32 @llvm.amdgcn.workgroup.id.y()
+  %col0 = mul i32 %bx, {T}
+  %col = add i32 %col0, %tx
+  %row0 = mul i32 %by, {T}
+  %row = add i32 %row0, %ty
+  %lt0 = mul i32 %ty, {T}
+  %lt = add i32 %lt0, %tx
+  %pla = getelementptr [{T * T} x float], ptr addrspace(3) @ta, i32 0, i32 %lt
+  %plb = getelementptr [{T * T} x float], ptr addrspace(3) @tb, i32 0, i32 %lt
+  br label %tile
+tile:
+  %t = phi i32 [ 0, %entry ], [ %t1, %tile_end ]
+  %acc = phi float [ 0.0, %entry ], [ %acc2, %tile_end ]
+  %ka = add i32 %t, %tx
+  %ia0 = mul i32 %row, {N}
+  %ia = add i32 %ia0, %ka
+  %pa = getelementptr float, ptr addrspace(1) %a, i32 %ia
+  %va = load float, ptr addrspace(1) %pa
+  store float %va, ptr addrspace(3) %pla
+  %kb = add i32 %t, %ty
+  %ib0 = mul i32 %kb, {N}
+  %ib = add i32 %ib0, %col
+  %pb = getelementptr float, ptr addrspace(1) %b, i32 %ib
+  %vb = load float, ptr addrspace(1) %pb
+  store float %vb, ptr addrspace(3) %plb
+  call void @llvm.amdgcn.s.barrier()
+  br label %inner
+inner:
+  %k = phi i32 [ 0, %tile ], [ %k1, %inner ]
+  %acc1 = phi float [ %acc, %tile ], [ %acc3, %inner ]
+  %ia_l0 = mul i32 %ty, {T}
+  %ia_l = add i32 %ia_l0, %k
+  %ib_l0 = mul i32 %k, {T}
+  %ib_l = add i32 %ib_l0, %tx
+  %qa = getelementptr [{T * T} x float], ptr addrspace(3) @ta, i32 0, i32 %ia_l
+  %qb = getelementptr [{T * T} x float], ptr addrspace(3) @tb, i32 0, i32 %ib_l
+  %x = load float, ptr addrspace(3) %qa
+  %y = load float, ptr addrspace(3) %qb
+  %acc3 = call float @llvm.fma.f32(float %x, float %y, float %acc1)
+  %k1 = add i32 %k, 1
+  %kd = icmp eq i32 %k1, {T}
+  br i1 %kd, label %tile_end, label %inner
+tile_end:
+  %acc2 = phi float [ %acc3, %inner ]
+  call void @llvm.amdgcn.s.barrier()
+  %t1 = add i32 %t, {T}
+  %td = icmp eq i32 %t1, {N}
+  br i1 %td, label %exit, label %tile
+exit:
+  %ic0 = mul i32 %row, {N}
+  %ic = add i32 %ic0, %col
+  %pc = getelementptr float, ptr addrspace(1) %c, i32 %ic
+  store float %acc2, ptr addrspace(1) %pc
+  ret void
+}}
+declare float @llvm.fma.f32(float, float, float)
+"""
+  rng = np.random.default_rng(3)
+  a, b = rng.integers(-8, 8, (N, N)).astype(np.float32), rng.integers(-8, 8, (N, N)).astype(np.float32)  # integers: exact in any order
+  m = Memory(); pa, pb, pc = m.alloc_bytes(a), m.alloc_bytes(b), m.alloc(N * N * 4)
+  st = run_kernel(compile_ir(ir), "mm", struct.pack("<QQQ", pc, pa, pb), (N // T, N // T, 1), (T, T, 1), m)
+  assert st.waves == 4 * 8
+  np.testing.assert_array_equal(m.view(pc, np.float32, N * N).reshape(N, N), a @ b)
+
+def test_small_int_types_and_bool_select():
+  # out[i] = (u8[i] > 100) ? i8[i] * 3 : u16[i] >> 2, as int32 — byte/short loads, sign/zero extension, a bool select
+  ir = DECLS + """
+define amdgpu_kernel void @k(ptr addrspace(1) noalias %out, ptr addrspace(1) noalias %pu8, ptr addrspace(1) noalias %pi8,
+                             ptr addrspace(1) noalias %pu16) {
+  %i = call i32 @llvm.amdgcn.workitem.id.x()
+  %p0 = getelementptr i8, ptr addrspace(1) %pu8, i32 %i
+  %p1 = getelementptr i8, ptr addrspace(1) %pi8, i32 %i
+  %p2 = getelementptr i16, ptr addrspace(1) %pu16, i32 %i
+  %u8 = load i8, ptr addrspace(1) %p0
+  %i8 = load i8, ptr addrspace(1) %p1
+  %u16 = load i16, ptr addrspace(1) %p2
+  %c = icmp ugt i8 %u8, 100
+  %s = sext i8 %i8 to i32
+  %m = mul i32 %s, 3
+  %z = zext i16 %u16 to i32
+  %h = lshr i32 %z, 2
+  %r = select i1 %c, i32 %m, i32 %h
+  %po = getelementptr i32, ptr addrspace(1) %out, i32 %i
+  store i32 %r, ptr addrspace(1) %po
+  ret void
+}"""
+  rng = np.random.default_rng(4)
+  u8, i8, u16 = rng.integers(0, 256, 64).astype(np.uint8), rng.integers(-128, 128, 64).astype(np.int8), rng.integers(0, 65536, 64).astype(np.uint16)
+  m = Memory(); po = m.alloc(256)
+  run_kernel(compile_ir(ir), "k", struct.pack("<QQQQ", po, m.alloc_bytes(u8), m.alloc_bytes(i8), m.alloc_bytes(u16)), (1, 1, 1), (64, 1, 1), m)
+  np.testing.assert_array_equal(m.view(po, np.int32, 64), np.where(u8 > 100, i8.astype(np.int32) * 3, u16.astype(np.int32) >> 2))
+
+def test_max_reduce_with_nan_and_unsigned_compare_loop():
+  # out[i] = max over 8 values with maxnum (a NaN is skipped), tinygrad's MAX reduce; then a float -> bool -> float
+  ir = DECLS + """
+define amdgpu_kernel void @k(ptr addrspace(1) noalias %out, ptr addrspace(1) noalias %in) {
+entry:
+  %i = call i32 @llvm.amdgcn.workitem.id.x()
+  %b = mul i32 %i, 8
+  br label %loop
+loop:
+  %k = phi i32 [ 0, %entry ], [ %k1, %loop ]
+  %acc = phi float [ 0xFFF0000000000000, %entry ], [ %acc1, %loop ]
+  %j = add i32 %b, %k
+  %p = getelementptr float, ptr addrspace(1) %in, i32 %j
+  %x = load float, ptr addrspace(1) %p
+  %acc1 = call float @llvm.maxnum.f32(float %acc, float %x)
+  %k1 = add i32 %k, 1
+  %d = icmp ult i32 %k1, 8
+  br i1 %d, label %loop, label %exit
+exit:
+  %pos = fcmp ogt float %acc1, 0.0
+  %f = uitofp i1 %pos to float
+  %r = fadd float %acc1, %f
+  %po = getelementptr float, ptr addrspace(1) %out, i32 %i
+  store float %r, ptr addrspace(1) %po
+  ret void
+}
+declare float @llvm.maxnum.f32(float, float)"""
+  x = np.random.default_rng(5).standard_normal((32, 8)).astype(np.float32)
+  x[3, 2] = np.nan; x[7, :] = -np.inf; x[9, :] = np.nan
+  m = Memory(); po = m.alloc(128)
+  run_kernel(compile_ir(ir), "k", struct.pack("<QQ", po, m.alloc_bytes(x)), (1, 1, 1), (32, 1, 1), m)
+  mx = np.fmax.reduce(np.concatenate([np.full((32, 1), -np.inf, np.float32), x], axis=1), axis=1)  # the loop starts from -inf
+  want = mx + (mx > 0).astype(np.float32)
+  got = m.view(po, np.float32, 32)
+  np.testing.assert_array_equal(np.isnan(got), np.isnan(want)); np.testing.assert_array_equal(got[~np.isnan(want)], want[~np.isnan(want)])
