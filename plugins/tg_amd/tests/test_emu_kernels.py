@@ -353,3 +353,24 @@ declare float @llvm.maxnum.f32(float, float)"""
   want = mx + (mx > 0).astype(np.float32)
   got = m.view(po, np.float32, 32)
   np.testing.assert_array_equal(np.isnan(got), np.isnan(want)); np.testing.assert_array_equal(got[~np.isnan(want)], want[~np.isnan(want)])
+
+def test_kernel_that_never_ends_raises_instead_of_hanging():
+  ir = DECLS + """
+define amdgpu_kernel void @spin(ptr addrspace(1) %out, i32 %n) {
+entry:
+  br label %loop
+loop:
+  %k = phi i32 [ 0, %entry ], [ %k1, %loop ]
+  %k1 = add i32 %k, 1
+  %d = icmp eq i32 %k1, %n
+  br i1 %d, label %exit, label %loop
+exit:
+  store i32 %k1, ptr addrspace(1) %out
+  ret void
+}"""
+  from tg_amd.emu import AMDEmuError
+  m = Memory(); po = m.alloc(4)
+  run_kernel(compile_ir(ir), "spin", struct.pack("<QI", po, 1000), (1, 1, 1), (32, 1, 1), m)
+  assert m.view(po, np.int32, 1)[0] == 1000
+  with pytest.raises(AMDEmuError, match="exceeded 5000 wave-instructions"):  # n = 0: the counter wraps only after 2**32 steps
+    run_kernel(compile_ir(ir), "spin", struct.pack("<QI", po, 0), (1, 1, 1), (32, 1, 1), m, max_instructions=5000)

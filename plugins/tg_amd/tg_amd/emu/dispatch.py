@@ -52,9 +52,10 @@ def _dispatch_packet(grid: tuple[int, int, int], block: tuple[int, int, int], ke
   return struct.pack("<HHHHHHIIIIIQQQ", 2, 3, *block, 0, *(g * b for g, b in zip(grid, block)), private, group, 0, kernarg_addr, 0)
 
 def run_kernel(code_object: bytes | CodeObject, kernel_name: str, kernargs: bytes, grid: tuple[int, ...], block: tuple[int, ...], memory: Memory,
-               dynamic_lds: int = 0) -> DispatchStats:
+               dynamic_lds: int = 0, max_instructions: int = 200_000_000) -> DispatchStats:
   """Run kernel `kernel_name` over `grid` workgroups (x, y, z) of `block` work-items; `kernargs` are the explicit arguments
-  (pointers into `memory`), hidden arguments are appended from the metadata. Waves of a workgroup run in turn, switching at s_barrier."""
+  (pointers into `memory`), hidden arguments are appended from the metadata. Waves of a workgroup run in turn, switching at s_barrier.
+  More than `max_instructions` wave-instructions in total raise AMDEmuError (a kernel that never ends must not hang the caller)."""
   co, progs = load(code_object)
   k = co.kernel(kernel_name)
   prog = progs[kernel_name]
@@ -88,7 +89,7 @@ def run_kernel(code_object: bytes | CodeObject, kernel_name: str, kernargs: byte
               w.v[0] = packed_ids[wi * lanes:(wi + 1) * lanes]
               w.set_exec(sum(1 << i for i in range(lanes) if wi * lanes + i < nthreads))
               waves.append(w)
-            _run_workgroup(waves, prog, k.entry, budget)
+            _run_workgroup(waves, prog, k.entry, budget, max_instructions)
             stats.workgroups += 1; stats.waves += nwaves
   finally:
     memory.free(args); memory.free(packet); memory.free(queue)
@@ -109,10 +110,10 @@ def _init_sgprs(w: Wave, k: KernelInfo, kernargs: int, packet: int, queue: int, 
   if kd.workgroup_info_enabled: raise AMDEmuUnsupportedError("kernel descriptor asks for the workgroup-info SGPR", k.entry, ())
   if kd.enable_private_segment: w.s[at] = 0  # private segment wave offset: each wave's scratch is its own array here
 
-def _run_workgroup(waves: list[Wave], prog: Program, entry: int, budget: list[int]) -> None:
+def _run_workgroup(waves: list[Wave], prog: Program, entry: int, budget: list[int], limit: int) -> None:
   pcs = [prog.index[entry]] * len(waves)
   live = list(range(len(waves)))
   while live:
-    for wi in live: pcs[wi] = run_wave(waves[wi], prog, pcs[wi], budget)
+    for wi in live: pcs[wi] = run_wave(waves[wi], prog, pcs[wi], budget, limit)
     # every live wave stopped at a barrier or ended; those at the barrier resume together
     live = [wi for wi in live if pcs[wi] != END]

@@ -7,7 +7,7 @@ from typing import Callable
 import numpy as np
 from tg_amd.emu import salu, valu
 from tg_amd.emu.decoder import Inst
-from tg_amd.emu.errors import AMDEmuMemoryFault, AMDEmuUnsupportedError
+from tg_amd.emu.errors import AMDEmuError, AMDEmuMemoryFault, AMDEmuUnsupportedError
 from tg_amd.emu.memory import Memory
 
 M32 = 0xffffffff
@@ -650,17 +650,21 @@ _BUILDERS: dict[str, Callable[[Inst, Program, int], Exec]] = {
   "VOP3": _vop, "VOP3SD": _vop, "VOP3P": _vop3p, "VOPD": _vopd, "GLOBAL": _flat, "FLAT": _flat, "SCRATCH": _flat, "DS": _ds,
   "MUBUF": _mubuf}
 
-def run_wave(w: Wave, prog: Program, i: int, budget: list[int]) -> int:
-  """Run from instruction i until s_endpgm (returns END) or s_barrier (returns the index to resume at). budget[0] counts instructions."""
+def run_wave(w: Wave, prog: Program, i: int, budget: list[int], limit: int) -> int:
+  """Run from instruction i until s_endpgm (returns END) or s_barrier (returns the index to resume at). budget[0] counts this
+  dispatch's instructions; past `limit` the kernel is taken to hang (a loop that never exits) and AMDEmuError is raised."""
   fns, n = prog.fns, len(prog.fns)
-  count = 0
+  count, left = 0, limit - budget[0]
   try:
     while True:
       if i >= n: raise AMDEmuMemoryFault(f"the program counter ran off the end of the kernel (0x{prog.insts[-1].pc + prog.insts[-1].size:x}) without s_endpgm")
       r = fns[i](w)
       count += 1
       if r is None: i += 1
-      elif r >= 0: i = r
+      elif r >= 0:
+        i = r
+        if count > left: raise AMDEmuError(f"kernel exceeded {limit} wave-instructions (at pc 0x{prog.insts[i].pc:x}): it does not terminate, "
+                                           "or pass a larger max_instructions to run_kernel")
       elif r == END: return END
       else: return i + 1
   finally:
