@@ -243,7 +243,11 @@ def vread(inst: Inst, code: int, ty: str, absm: bool = False, neg: bool = False,
       return lambda w: val
     s = sread(inst, code, 64 if bits == 64 else 32)
     ut = {16: np.uint16, 32: np.uint32, 64: np.uint64}[bits]
-    rd = (lambda w: np.array(s(w) >> 16 & 0xffff, ut).view(dt)) if hi and bits == 16 else (lambda w: np.array(s(w) & ((1 << bits) - 1), ut).view(dt))
+    # numpy scalars (cheaper to make than 0-d arrays) of the register's bits, reinterpreted as the operand type
+    m = (1 << bits) - 1
+    if hi and bits == 16: rd = lambda w: ut(s(w) >> 16 & 0xffff).view(dt)
+    elif dt is ut: rd = lambda w: ut(s(w) & m)
+    else: rd = lambda w: ut(s(w) & m).view(dt)
   if absm and neg: return lambda w: -np.abs(rd(w))
   if absm: return lambda w: np.abs(rd(w))
   if neg: return lambda w: -rd(w)
