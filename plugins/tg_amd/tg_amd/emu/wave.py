@@ -228,7 +228,7 @@ def vread(inst: Inst, code: int, ty: str, absm: bool = False, neg: bool = False,
     r = code - 256
     if bits == 32: rd = lambda w: w.v[r].view(dt)
     elif bits == 16: rd = lambda w: w.v[r].view(np.uint16)[int(hi)::2].view(dt)
-    elif bits == 64: rd = lambda w: ((w.v[r + 1].astype(np.uint64) << np.uint64(32)) | w.v[r]).view(dt)
+    elif bits == 64: rd = lambda w: np.ascontiguousarray(w.v[r:r + 2].T).view(dt).reshape(-1)  # lo, hi dwords side by side = one 64-bit value
     else: raise _Unsupported(f"{bits}-bit vector operand")
   else:
     c = _inline_bits(code, ty)
@@ -271,9 +271,9 @@ def vwrite(d: int, ty: str, hi: bool = False, clamp: bool = False) -> Callable[[
   if bits == 64:
     def w64(w: Wave, val: np.ndarray) -> None:
       if clamp: val = np.clip(val, 0, 1)
-      b = np.asarray(val, dt).view(np.uint64)
-      np.copyto(w.v[d], (b & np.uint64(M32)).astype(np.uint32), where=w.execmask)
-      np.copyto(w.v[d + 1], (b >> np.uint64(32)).astype(np.uint32), where=w.execmask)
+      pairs = _wide(np.asarray(val, dt), (w.lanes,)).view(np.uint32).reshape(w.lanes, 2).T  # row 0: low dwords, row 1: high
+      if w.exec_full: w.v[d:d + 2] = pairs
+      else: np.copyto(w.v[d:d + 2], pairs, where=w.execmask)
     return w64
   raise _Unsupported(f"{bits}-bit vector destination")
 
