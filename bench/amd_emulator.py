@@ -1,9 +1,10 @@
 """The AMDGPU emulator's speed: emulated wave-instructions per second for one gfx1100 kernel (a fused multiply-add chain with an
-fdiv over 64K floats, 2048 waves), and, as a peer measured in the same run, numpy computing the same result.
+fdiv over 16K floats, 512 waves by default), and, as a peer measured in the same run, numpy computing the same result.
 Prints the CPU model. No goal: a figure for issue 14's closing note.
 Needs the tg-amd plugin (plugins/tg_amd) importable: run with PYTHONPATH=plugins/tg_amd or with it installed."""
 from __future__ import annotations
 import argparse
+import os
 import platform
 import struct
 import sys
@@ -32,7 +33,7 @@ def cpu_model() -> str:
 
 def main() -> None:
   ap = argparse.ArgumentParser(description=__doc__)
-  ap.add_argument("--n", type=int, default=65536)
+  ap.add_argument("--n", type=int, default=16384)
   ap.add_argument("--runs", type=int, default=3)
   args = ap.parse_args()
   n, block = args.n, 256
@@ -46,7 +47,7 @@ def main() -> None:
   want = np.sqrt((a * b + np.float32(1.5)) / b) - a
   assert np.array_equal(mem.view(po, np.float32, n), want), "emulator result differs from numpy"
   ref = best_of(lambda: np.sqrt((a * b + np.float32(1.5)) / b) - a, args.runs)
-  print(f"CPU: {cpu_model()}")
+  print(f"CPU: {cpu_model()}, {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} (a shared machine slows every figure)")
   print(f"kernel: {n} floats, {stats.workgroups} workgroups, {stats.waves} waves, {stats.instructions} wave-instructions")
   print(f"emulator: {emu * 1e3:.1f} ms ({first * 1e3:.1f} ms first run, decode and compile included): "
         f"{stats.instructions / emu:,.0f} wave-instructions/s, {stats.instructions * 32 / emu:,.0f} lane-instructions/s")

@@ -374,3 +374,22 @@ exit:
   assert m.view(po, np.int32, 1)[0] == 1000
   with pytest.raises(AMDEmuError, match="exceeded 5000 wave-instructions"):  # n = 0: the counter wraps only after 2**32 steps
     run_kernel(compile_ir(ir), "spin", struct.pack("<QI", po, 0), (1, 1, 1), (32, 1, 1), m, max_instructions=5000)
+
+def test_hidden_kernargs_block_count_and_group_size():
+  # out[0] = hidden_block_count_x, out[1] = hidden_group_size_x, read through llvm.amdgcn.implicitarg.ptr (after the explicit args)
+  ir = """
+declare ptr addrspace(4) @llvm.amdgcn.implicitarg.ptr()
+define amdgpu_kernel void @hid(ptr addrspace(1) %out) {
+  %p = call ptr addrspace(4) @llvm.amdgcn.implicitarg.ptr()
+  %bc = load i32, ptr addrspace(4) %p
+  %pg = getelementptr i8, ptr addrspace(4) %p, i64 12
+  %gs = load i16, ptr addrspace(4) %pg
+  %gs32 = zext i16 %gs to i32
+  store i32 %bc, ptr addrspace(1) %out
+  %o1 = getelementptr i32, ptr addrspace(1) %out, i32 1
+  store i32 %gs32, ptr addrspace(1) %o1
+  ret void
+}"""
+  m = Memory(); po = m.alloc(8)
+  run_kernel(compile_ir(ir), "hid", struct.pack("<Q", po), (5, 1, 1), (96, 1, 1), m)
+  np.testing.assert_array_equal(m.view(po, np.int32, 2), [5, 96])
