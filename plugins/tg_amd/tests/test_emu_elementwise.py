@@ -174,3 +174,25 @@ join:
   %r = phi float [ %t, %then ], [ %e2, %else ]"""
   got = run_ew(elementwise("k", ["float", "float"], "float", body) + "declare float @llvm.sqrt.f32(float)\n", "k", [a, b], np.float32)
   with np.errstate(all="ignore"): same_bits(got, np.where(a < b, a * 2, np.sqrt(b - a)))
+
+def test_f16_mixed_precision_fma_and_f16_math():
+  # f16 inputs widened into an f32 fma (LLVM's v_fma_mix territory), plus f16 sqrt/exp2/max rounded back to half
+  a, b = f32_edge(N, 22).astype(np.float16), f32_edge(N, 23).astype(np.float16)
+  c = f32_edge(N, 24)
+  body = """  %ea = fpext half %x0 to float
+  %eb = fpext half %x1 to float
+  %f = call float @llvm.fma.f32(float %ea, float %eb, float %x2)
+  %h = fptrunc float %f to half
+  %s = call half @llvm.sqrt.f16(half %h)
+  %e = call half @llvm.exp2.f16(half %x0)
+  %m = call half @llvm.maxnum.f16(half %s, half %e)
+  %r = fpext half %m to float"""
+  ir = elementwise("k", ["half", "half", "float"], "float", body) + "declare float @llvm.fma.f32(float, float, float)\n" \
+       "declare half @llvm.sqrt.f16(half)\ndeclare half @llvm.exp2.f16(half)\ndeclare half @llvm.maxnum.f16(half, half)\n"
+  got = run_ew(ir, "k", [a, b, c], np.float32)
+  with np.errstate(all="ignore"):
+    f = (a.astype(np.float64) * b.astype(np.float64) + c).astype(np.float32).astype(np.float16)
+    s = np.sqrt(f.astype(np.float32)).astype(np.float16)
+    e = np.exp2(a.astype(np.float64)).astype(np.float16)
+    want = np.fmax(s, e).astype(np.float32)
+  same_bits(got, want)
