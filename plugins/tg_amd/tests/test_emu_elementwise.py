@@ -8,8 +8,8 @@ from tg_amd.emu import Memory, run_kernel
 
 N, BLOCK = 128, 64
 
-def run_ew(ir: str, name: str, inputs: list[np.ndarray], out_dtype: np.dtype) -> np.ndarray:
-  co = compile_ir(ir)
+def run_ew(ir: str, name: str, inputs: list[np.ndarray], out_dtype: np.dtype, arch: str = "gfx1100") -> np.ndarray:
+  co = compile_ir(ir, arch)
   m = Memory()
   ptrs = [m.alloc_bytes(x) for x in inputs]
   out = m.alloc(np.dtype(out_dtype).itemsize * len(inputs[0]))

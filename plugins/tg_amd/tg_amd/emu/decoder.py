@@ -109,6 +109,76 @@ def decode_one(code: bytes, pc: int) -> Inst:
     return Inst(pc, 8, "MUBUF", op, OPS.MUBUF.get(op), (w0, w), f)
   raise AMDEmuUnsupportedError(f"instruction encoding (word 0x{w0:08x}: MTBUF/MIMG/EXP/VINTERP/LDSDIR are not decoded)", pc, (w0,))
 
+GFX9_VOP3SD_NAMES = {"v_add_co_u32", "v_sub_co_u32", "v_subrev_co_u32", "v_addc_co_u32", "v_subb_co_u32", "v_subbrev_co_u32",
+                     "v_div_scale_f32", "v_div_scale_f64", "v_mad_u64_u32", "v_mad_i64_i32"}
+_G9_M0, _G9_OFF = 124, 0x7f
+
+def _g9s(code: int) -> int:
+  """A gfx9 scalar operand code in gfx11 numbering (the executor's): M0 is 124 on gfx9, 125 on gfx11; the rest agree."""
+  return 125 if code == _G9_M0 else code
+
+def decode_one_gfx9(code: bytes, pc: int) -> Inst:
+  """gfx9 (CDNA3 gfx942) encodings; fields come out named, and numbered, as decode_one's so the executor is shared."""
+  from tg_amd.emu import gfx9_opcodes as G9
+  if pc + 4 > len(code): raise AMDEmuUnsupportedError("truncated instruction (code ends mid-word)", pc, ())
+  w0, = struct.unpack_from("<I", code, pc)
+  def w1() -> int:
+    if pc + 8 > len(code): raise AMDEmuUnsupportedError("truncated 64-bit instruction", pc, (w0,))
+    return struct.unpack_from("<I", code, pc + 4)[0]
+  top7, top6 = w0 >> 25, w0 >> 26
+  def vop(enc: str, op: int, table: dict[int, str], f: dict[str, int]) -> Inst:
+    inst = Inst(pc, 4, enc, op, table.get(op), (w0,), f)
+    if f["src0"] in (249, 250):  # SDWA / DPP: a second dword of operand controls, not executed
+      inst = _with_literal(code, pc, inst, True); inst.f["sdwa_dpp"] = f["src0"]; inst.literal = None
+      return inst
+    return _with_literal(code, pc, inst, f["src0"] == LITERAL or inst.name in _VOP2_K)
+  if top7 == 0b0111111:
+    op = _bits(w0, 16, 9); return vop("VOP1", op, G9.VOP1, {"src0": _g9s(_bits(w0, 8, 0)), "vdst": _bits(w0, 24, 17)})
+  if top7 == 0b0111110:
+    op = _bits(w0, 24, 17); return vop("VOPC", op, G9.VOPC, {"src0": _g9s(_bits(w0, 8, 0)), "vsrc1": _bits(w0, 16, 9)})
+  if w0 >> 31 == 0:
+    op = _bits(w0, 30, 25); return vop("VOP2", op, G9.VOP2, {"src0": _g9s(_bits(w0, 8, 0)), "vsrc1": _bits(w0, 16, 9), "vdst": _bits(w0, 24, 17)})
+  if w0 >> 30 == 0b10:
+    if w0 >> 28 == 0b1011 and w0 >> 23 not in (0b101111101, 0b101111110, 0b101111111):  # SOPK: its literal depends on the gfx9 opcode
+      op = _bits(w0, 27, 23); name = G9.SOPK.get(op)
+      return _with_literal(code, pc, Inst(pc, 4, "SOPK", op, name, (w0,), {"sdst": _g9s(_bits(w0, 22, 16)), "simm16": _bits(w0, 15, 0)}),
+                           name == "s_setreg_imm32_b32")
+    inst = decode_one(code, pc)  # the other SOP* layouts are gfx11's; only opcode numbers and M0 differ
+    table = {"SOP1": G9.SOP1, "SOP2": G9.SOP2, "SOPC": G9.SOPC, "SOPP": G9.SOPP}[inst.enc]
+    inst.name = table.get(inst.op)
+    for k in ("ssrc0", "ssrc1", "sdst"):
+      if k in inst.f: inst.f[k] = _g9s(inst.f[k])
+    return inst
+  if top6 == 0b110000:
+    w = w1(); op = _bits(w0, 25, 18); imm, soe = _bits(w0, 17, 17), _bits(w0, 14, 14)
+    f = {"sbase": _bits(w0, 5, 0), "sdata": _bits(w0, 12, 6), "glc": _bits(w0, 16, 16), "dlc": 0,
+         "offset": _sext(_bits(w, 20, 0), 21) if imm else 0, "soffset": _g9s(_bits(w, 31, 25)) if soe else (_g9s(_bits(w, 7, 0)) if not imm else 124)}
+    return Inst(pc, 8, "SMEM", op, G9.SMEM.get(op), (w0, w), f)
+  if w0 >> 23 == 0b110100111:
+    w = w1(); op = _bits(w0, 22, 16)
+    f = {"vdst": _bits(w0, 7, 0), "neg_hi": _bits(w0, 10, 8), "opsel": _bits(w0, 13, 11), "opsel_hi": _bits(w0, 14, 14) << 2 | _bits(w, 28, 27),
+         "clamp": _bits(w0, 15, 15), "src0": _g9s(_bits(w, 8, 0)), "src1": _g9s(_bits(w, 17, 9)), "src2": _g9s(_bits(w, 26, 18)), "neg": _bits(w, 31, 29)}
+    return _with_literal(code, pc, Inst(pc, 8, "VOP3P", op, G9.VOP3P.get(op), (w0, w), f), LITERAL in (f["src0"], f["src1"], f["src2"]))
+  if top6 == 0b110100:
+    w = w1(); op = _bits(w0, 25, 16); name = G9.VOP3.get(op)
+    f = {"vdst": _bits(w0, 7, 0), "clamp": _bits(w0, 15, 15), "src0": _g9s(_bits(w, 8, 0)), "src1": _g9s(_bits(w, 17, 9)), "src2": _g9s(_bits(w, 26, 18)),
+         "omod": _bits(w, 28, 27), "neg": _bits(w, 31, 29)}
+    if name in GFX9_VOP3SD_NAMES: f["sdst"], enc = _g9s(_bits(w0, 14, 8)), "VOP3SD"
+    else: f["abs"], f["opsel"], enc = _bits(w0, 10, 8), _bits(w0, 14, 11), "VOP3"
+    return _with_literal(code, pc, Inst(pc, 8, enc, op, name, (w0, w), f), LITERAL in (f["src0"], f["src1"], f["src2"]))
+  if top6 == 0b110110:
+    w = w1(); op = _bits(w0, 24, 17)
+    f = {"offset0": _bits(w0, 7, 0), "offset1": _bits(w0, 15, 8), "gds": _bits(w0, 16, 16), "addr": _bits(w, 7, 0), "data0": _bits(w, 15, 8),
+         "data1": _bits(w, 23, 16), "vdst": _bits(w, 31, 24)}
+    return Inst(pc, 8, "DS", op, G9.DS.get(op), (w0, w), f)
+  if top6 == 0b110111:
+    w = w1(); op = _bits(w0, 24, 18); seg = _bits(w0, 15, 14); saddr = _bits(w, 22, 16)
+    f = {"offset": _sext(_bits(w0, 12, 0), 13), "dlc": 0, "glc": _bits(w0, 16, 16), "slc": _bits(w0, 17, 17), "seg": seg, "addr": _bits(w, 7, 0),
+         "data": _bits(w, 15, 8), "saddr": 124 if saddr == _G9_OFF else _g9s(saddr), "sve": int(saddr == _G9_OFF), "vdst": _bits(w, 31, 24)}
+    enc, table = (("FLAT", G9.FLAT), ("SCRATCH", G9.SCRATCH), ("GLOBAL", G9.GLOBAL), ("FLAT?", {}))[seg]
+    return Inst(pc, 8, enc, op, table.get(op), (w0, w), f)
+  raise AMDEmuUnsupportedError(f"gfx9 instruction encoding (word 0x{w0:08x}: MUBUF/MTBUF/MIMG/EXP are not decoded)", pc, (w0,))
+
 def _sext(v: int, bits: int) -> int: return v - (1 << bits) if v >> (bits - 1) & 1 else v
 
 def _with_literal(code: bytes, pc: int, inst: Inst, has_literal: bool) -> Inst:
@@ -119,10 +189,11 @@ def _with_literal(code: bytes, pc: int, inst: Inst, has_literal: bool) -> Inst:
   inst.size += 4; inst.words = inst.words + (inst.literal,)
   return inst
 
-def decode(code: bytes, start: int, end: int) -> list[Inst]:
+def decode(code: bytes, start: int, end: int, arch: str = "gfx1100") -> list[Inst]:
   """Every instruction of [start, end) in order (a linear sweep: LLVM puts no data inside a kernel's code)."""
+  one = decode_one_gfx9 if arch.startswith("gfx9") else decode_one
   out, pc = [], start
   while pc < end:
-    inst = decode_one(code, pc)
+    inst = one(code, pc)
     out.append(inst); pc += inst.size
   return out

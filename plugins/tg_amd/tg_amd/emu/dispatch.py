@@ -26,11 +26,13 @@ def load(code_object: bytes | CodeObject) -> tuple[CodeObject, dict[str, Program
     if key in _LOADED: return _LOADED[key]
     co = read_code_object(code_object)
   if key not in _LOADED:
-    if co.arch.startswith("gfx9"): raise AMDEmuUnsupportedError(f"{co.arch} (CDNA, GCN encodings) code object; the emulator runs gfx11 so far", 0, ())
+    if not co.arch.startswith(("gfx11", "gfx942")):
+      raise AMDEmuUnsupportedError(f"{co.arch} code object; the emulator runs gfx11 (RDNA3) and gfx942 (CDNA3)", 0, ())
     progs = {}
     for name, k in co.kernels.items():
       end = k.entry + k.code_size if k.code_size else len(co.image)
-      progs[name] = compile_program(decode(co.image, k.entry, end), k.wavefront_size)
+      gfx9 = co.arch.startswith("gfx9")
+      progs[name] = compile_program(decode(co.image, k.entry, end, co.arch), k.wavefront_size, gfx9)
     _LOADED[key] = (co, progs)
   return _LOADED[key]
 

@@ -18,7 +18,8 @@ _RELOCS = {1: (4, False, lambda v: v & 0xffffffff), 2: (4, False, lambda v: v >>
            4: (4, True, lambda v: v & 0xffffffff), 5: (8, True, lambda v: v), 6: (4, False, lambda v: v & 0xffffffff),
            10: (4, True, lambda v: v & 0xffffffff), 11: (4, True, lambda v: v >> 32 & 0xffffffff)}
 # EF_AMDGPU_MACH values (e_flags & 0xff) -> gfx name, for the archs tg targets
-MACHS = {0x41: "gfx1100", 0x44: "gfx1101", 0x45: "gfx1102", 0x4c: "gfx942", 0x4f: "gfx950", 0x48: "gfx1201", 0x4e: "gfx1200"}
+MACHS = {0x36: "gfx1030", 0x3f: "gfx90a", 0x41: "gfx1100", 0x44: "gfx1103", 0x46: "gfx1101", 0x47: "gfx1102", 0x4c: "gfx942", 0x4f: "gfx950",
+         0x48: "gfx1200", 0x4e: "gfx1201"}  # checked against llvmlite's output for each arch
 
 @dataclass(frozen=True)
 class KernelDescriptor:

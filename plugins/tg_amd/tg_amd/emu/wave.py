@@ -1,6 +1,7 @@
 """Execute decoded gfx11 instructions on a wave's state: each instruction is compiled once into a closure with its operands
 pre-resolved, and a closure runs the instruction for all lanes at once (numpy), under EXEC."""
 from __future__ import annotations
+import dataclasses
 import struct
 from dataclasses import dataclass
 from typing import Callable
@@ -62,10 +63,31 @@ class Program:
   insts: list[Inst]
   fns: list[Exec]
   index: dict[int, int]
+  gfx9: bool = False  # GCN-family semantics: no true16 halves in VOP1/2/C, 16-bit results zero the high half, v_cmpx also writes its SGPR
 
-def compile_program(insts: list[Inst], lanes: int) -> Program:
+# gfx9 mnemonics -> the gfx11 mnemonic with the same semantics (the executor speaks gfx11)
+GFX9_ALIASES = {
+  **{f"s_load_dword{k}": f"s_load_b{b}" for k, b in (("", 32), ("x2", 64), ("x4", 128), ("x8", 256), ("x16", 512))},
+  **{f"{seg}_load_{k}": f"{seg}_load_{v}" for seg in ("global", "flat", "scratch") for k, v in (("dword", "b32"), ("dwordx2", "b64"),
+     ("dwordx3", "b96"), ("dwordx4", "b128"), ("ubyte", "u8"), ("sbyte", "i8"), ("ushort", "u16"), ("sshort", "i16"),
+     ("short_d16", "d16_b16"), ("short_d16_hi", "d16_hi_b16"), ("ubyte_d16", "d16_u8"), ("ubyte_d16_hi", "d16_hi_u8"))},
+  **{f"{seg}_store_{k}": f"{seg}_store_{v}" for seg in ("global", "flat", "scratch") for k, v in (("dword", "b32"), ("dwordx2", "b64"),
+     ("dwordx3", "b96"), ("dwordx4", "b128"), ("byte", "b8"), ("short", "b16"), ("short_d16_hi", "d16_hi_b16"), ("byte_d16_hi", "d16_hi_b8"))},
+  **{f"ds_read_{k}": f"ds_load_{k}" for k in ("b32", "b64", "b96", "b128", "u8", "i8", "u16", "i16")},
+  **{f"ds_write_{k}": f"ds_store_{k}" for k in ("b32", "b64", "b96", "b128", "b8", "b16")},
+  "ds_read2_b32": "ds_load_2addr_b32", "ds_read2_b64": "ds_load_2addr_b64", "ds_write2_b32": "ds_store_2addr_b32", "ds_write2_b64": "ds_store_2addr_b64",
+  "ds_read2st64_b32": "ds_load_2addr_stride64_b32", "ds_write2st64_b32": "ds_store_2addr_stride64_b32",
+  **{f"s_{a}n2_{t}": f"s_{a}_not1_{t}" for a in ("and", "or") for t in ("b32", "b64", "saveexec_b64", "saveexec_b32")},
+  "s_ff1_i32_b32": "s_ctz_i32_b32", "s_ff1_i32_b64": "s_ctz_i32_b64", "s_flbit_i32_b32": "s_clz_i32_u32",
+  "v_add_u32": "v_add_nc_u32", "v_sub_u32": "v_sub_nc_u32", "v_subrev_u32": "v_subrev_nc_u32", "v_add_u16": "v_add_nc_u16",
+  "v_sub_u16": "v_sub_nc_u16", "v_subrev_u16": "v_subrev_nc_u16", "v_addc_co_u32": "v_add_co_ci_u32", "v_subb_co_u32": "v_sub_co_ci_u32",
+  "v_subbrev_co_u32": "v_subrev_co_ci_u32", "v_ffbh_u32": "v_clz_i32_u32", "v_ffbl_b32": "v_ctz_i32_b32", "v_ffbh_i32": "v_cls_i32",
+  "v_cvt_pkrtz_f16_f32": "v_cvt_pk_rtz_f16_f32", "v_mul_lo_u16": "v_mul_lo_u16", "v_mad_u32_u16": "v_mad_u32_u16"}
+
+def compile_program(insts: list[Inst], lanes: int, gfx9: bool = False) -> Program:
   index = {inst.pc: i for i, inst in enumerate(insts)}
-  prog = Program(insts, [], index)
+  prog = Program(insts, [], index, gfx9)
+  if gfx9: insts = [dataclasses.replace(i, name=GFX9_ALIASES.get(i.name, i.name)) if i.name else i for i in insts]
   prog.fns = [_compile(inst, prog, lanes) for inst in insts]
   return prog
 
@@ -113,6 +135,7 @@ def sread(inst: Inst, code: int, bits: int = 32) -> Callable[[Wave], int]:
 def swrite(code: int, bits: int = 32) -> Callable[[Wave, int], None]:
   if code == NULL: return lambda w, v: None
   if code == EXEC: return lambda w, v: w.set_exec(v if bits == 64 else v & M32 | w.s[EXEC + 1] << 32)
+  if code == EXEC + 1: return lambda w, v: w.set_exec(w.s[EXEC] | (v & M32) << 32)
   if code > 127: raise _Unsupported(f"scalar destination code {code}")
   if bits == 64:
     def wr64(w: Wave, v: int) -> None: w.s[code] = v & M32; w.s[code + 1] = v >> 32 & M32
@@ -296,16 +319,29 @@ def _write_mask(code: int, lanes: int) -> Callable[[Wave, np.ndarray], None]:
 def _vop(inst: Inst, prog: Program, lanes: int) -> Exec:
   name, f, enc = inst.name, inst.f, inst.enc
   assert name is not None
+  if "sdwa_dpp" in f: raise _Unsupported("SDWA/DPP operand (src0 = 249/250)")
+  g9 = prog.gfx9
   e3 = enc in ("VOP3", "VOP3SD")
   srcs_codes = [f["src0"]] + ([f["vsrc1"] + 256] if enc in ("VOP2", "VOPC") else [f["src1"], f["src2"]] if e3 else [])
   absb, negb, opsel = f.get("abs", 0), f.get("neg", 0), f.get("opsel", 0)
   if e3 and f["omod"]: raise _Unsupported("output modifier (omod)")
+  if g9 and name == "v_lshl_add_u64":
+    a64, sh, c64, d64 = vread(inst, f["src0"], "u64"), vread(inst, f["src1"], "u32"), vread(inst, f["src2"], "u64"), vwrite(f["vdst"], "u64")
+    return lambda w: d64(w, (a64(w) << (sh(w) & np.uint32(7)).astype(np.uint64)) + c64(w))
+  if g9 and name == "v_mov_b64":
+    a64, d64 = vread(inst, f["src0"], "u64"), vwrite(f["vdst"], "u64")
+    return lambda w: d64(w, a64(w))
   clamp = bool(f.get("clamp", 0))
   def src(i: int, ty: str) -> Callable[[Wave], np.ndarray]:
     if e3: return vread(inst, srcs_codes[i], ty, bool(absb >> i & 1), bool(negb >> i & 1), bool(opsel >> i & 1))
+    if g9: return vread(inst, srcs_codes[i], ty)
     code, hi = _t16(srcs_codes[i], ty, is_vgpr_field=False)
     return vread(inst, code, ty, hi=hi)
   def dst(ty: str) -> Callable[[Wave, np.ndarray], None]:
+    if g9 and valu.BITS[ty] == 16 and not opsel >> 3 & 1:  # GCN: a 16-bit result zero-extends into the whole register
+      wr = vwrite(f["vdst"], "u32", clamp=False)
+      dt16 = valu.DT[ty]
+      return lambda w, val: wr(w, np.asarray(np.clip(val, 0, 1) if clamp else val, dt16).view(np.uint16).astype(np.uint32))
     if e3: return vwrite(f["vdst"], ty, bool(opsel >> 3 & 1), clamp)
     d, hi = _t16(f["vdst"], ty)
     return vwrite(d, ty, hi)
@@ -317,8 +353,13 @@ def _vop(inst: Inst, prog: Program, lanes: int) -> Exec:
     if "class" in base: test = lambda w: valu.fp_class(_wide(a(w), (lanes,)), _wide(b(w), (lanes,)))
     else: test = lambda w: _wide(cmp(a(w), b(w)), (lanes,))
     if clamp: raise _Unsupported("clamp on a compare")
-    if name.startswith("v_cmpx_"): return lambda w: w.set_exec(bits_of(test(w) & w.execmask))
     wm = _write_mask(f["vdst"] if e3 else VCC, lanes)
+    if name.startswith("v_cmpx_") and g9:  # GCN's v_cmpx writes its SGPR destination and EXEC
+      def cmpx9(w: Wave) -> None:
+        m = test(w) & w.execmask
+        wm(w, m); w.set_exec(bits_of(m))
+      return cmpx9
+    if name.startswith("v_cmpx_"): return lambda w: w.set_exec(bits_of(test(w) & w.execmask))
     return lambda w: wm(w, test(w))
   if name == "v_nop": return lambda w: None
   if name == "v_cndmask_b32" or name == "v_cndmask_b16":
@@ -396,7 +437,7 @@ def _vop(inst: Inst, prog: Program, lanes: int) -> Exec:
   if name.startswith(("v_fmac_", "v_fmaak_", "v_fmamk_")):
     rs = [src(0, stys[0]), src(1, stys[1])]
     if name.startswith("v_fmac_"):
-      dcode, hi = (f["vdst"], bool(opsel >> 3 & 1)) if e3 else _t16(f["vdst"], dty)
+      dcode, hi = (f["vdst"], bool(opsel >> 3 & 1)) if e3 or g9 else _t16(f["vdst"], dty)
       rs.append(vread(inst, dcode + 256, dty, hi=hi))
     else:
       k = vread(inst, 255, dty)
