@@ -5,6 +5,7 @@ placed in an otherwise fixed instruction word and disassembled; what LLVM names 
 taken from LLVM; the field layout and the semantics are the emulator's own. Run: python scripts/gen_opcodes.py
 """
 from __future__ import annotations
+import importlib
 import re
 import subprocess
 import sys
@@ -49,7 +50,8 @@ ENCODINGS_GFX9: dict[str, tuple[range, object]] = {
   "VOP2": (range(62), lambda op: [[op << 25 | 0 << 17 | 2 << 9 | V1], [op << 25 | 0 << 17 | 2 << 9 | V1, 0x3f800000]]),
   "VOPC": (range(256), lambda op: [0b0111110 << 25 | op << 17 | 2 << 9 | V1]),
   "VOP3": (range(1024), lambda op: [[0b110100 << 26 | op << 16 | d, s] for d in (0, 126) for s in (V3 << 18 | V2 << 9 | V1, V2 << 9 | V1, V1)]),
-  "VOP3P": (range(128), lambda op: [[0b110100111 << 23 | op << 16 | h << 14, s | h * 3 << 27] for h in (0, 1) for s in (V3 << 18 | V2 << 9 | V1, V2 << 9 | V1)]),
+  "VOP3P": (range(128), lambda op: [[0b110100111 << 23 | op << 16 | h << 14, s | h * 3 << 27] for h in (0, 1)
+                                    for s in (V3 << 18 | V2 << 9 | V1, V2 << 9 | V1)]),
   "DS": (range(256), lambda op: [[0b110110 << 26 | op << 17, s] for s in (4 << 24 | 3 << 16 | 2 << 8 | 1, 4 << 24 | 2 << 8 | 1,
                                  2 << 8 | 1, 4 << 24 | 1, 1, 4 << 24, 0)]),
   "FLAT": (range(128), lambda op: [0b110111 << 26 | op << 18 | 0 << 14, 4 << 24 | 0x7f << 16 | 2 << 8 | 2]),
