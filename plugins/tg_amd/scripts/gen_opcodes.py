@@ -81,6 +81,7 @@ def disassemble(words_per_op: dict[int, list]) -> dict[int, str]:
   return {op: n for op, n in names.items() if n is not None}
 
 def format_table(enc: str, names: dict[int, str]) -> str:
+  if not names: return f"{enc}: dict[int, str] = {{}}"
   lines, line = [], " "
   for op, n in sorted(names.items()):
     item = f" {op}: {n!r},"

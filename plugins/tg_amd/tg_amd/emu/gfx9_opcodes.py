@@ -238,9 +238,7 @@ DS: dict[int, str] = {
   183: 'ds_pk_add_rtn_f16', 184: 'ds_pk_add_rtn_bf16', 189: 'ds_consume', 190: 'ds_append', 222: 'ds_write_b96', 223: 'ds_write_b128',
   254: 'ds_read_b96', 255: 'ds_read_b128',
 }
-FLAT: dict[int, str] = {
- 
-}
+FLAT: dict[int, str] = {}
 SCRATCH: dict[int, str] = {
   16: 'scratch_load_ubyte', 17: 'scratch_load_sbyte', 18: 'scratch_load_ushort', 19: 'scratch_load_sshort', 20: 'scratch_load_dword',
   21: 'scratch_load_dwordx2', 22: 'scratch_load_dwordx3', 23: 'scratch_load_dwordx4', 24: 'scratch_store_byte', 25: 'scratch_store_byte_d16_hi',
