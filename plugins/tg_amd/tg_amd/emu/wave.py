@@ -546,6 +546,13 @@ _LOADS = {"b32": (4, None), "b64": (8, None), "b96": (12, None), "b128": (16, No
           "u16": (2, np.uint16), "i16": (2, np.int16)}
 _STORES = {"b8": 1, "b16": 2, "b32": 4, "b64": 8, "b96": 12, "b128": 16}
 
+_ALL = slice(None)
+def _active(w: Wave) -> np.ndarray | slice | None:
+  """The lanes a memory instruction touches: every lane (a plain slice, cheaper than fancy indexing), their indices, or None."""
+  if w.exec_full: return _ALL
+  act = np.flatnonzero(w.execmask)
+  return act if len(act) else None
+
 def _to_dwords(raw: np.ndarray, ext: type | None) -> np.ndarray:
   """Loaded bytes (lanes, n) -> dword rows (ndwords, lanes), sub-dword loads zero/sign extended."""
   if ext is None: return raw.view(np.uint32).T
@@ -607,18 +614,21 @@ def _flat(inst: Inst, prog: Program, lanes: int) -> Exec:
       hi = (w.v[data, act] >> np.uint32(16)).astype(np.uint16)
       scatter(w, addr_of(w, act), act, np.ascontiguousarray(hi).view(np.uint8).reshape(-1, 2)[:, :n])
     return store_hi
+  def active(w: Wave) -> np.ndarray | slice | None:
+    act = _active(w)
+    return np.arange(lanes) if scratch and act is _ALL else act  # scratch rows are indexed per lane
   if kind == "load":
     n, ext = _LOADS[ty]; d = f["vdst"]
     def load(w: Wave) -> None:
-      act = np.flatnonzero(w.execmask)
-      if len(act) == 0: return
+      act = active(w)
+      if act is None: return
       rows = _to_dwords(gather(w, addr_of(w, act), act, n), ext)
       w.v[d:d + rows.shape[0], act] = rows
     return load
   n = _STORES[ty]; data = f["data"]
   def store(w: Wave) -> None:
-    act = np.flatnonzero(w.execmask)
-    if len(act) == 0: return
+    act = active(w)
+    if act is None: return
     scatter(w, addr_of(w, act), act, _from_vgprs(w, data, n, act))
   return store
 
@@ -656,8 +666,8 @@ def _ds(inst: Inst, prog: Program, lanes: int) -> Exec:
   if parts[1] == "load" and len(parts) == 3 and parts[2] in _LOADS:
     n, ext = _LOADS[parts[2]]
     def load(w: Wave) -> None:
-      act = np.flatnonzero(w.execmask)
-      if len(act) == 0: return
+      act = _active(w)
+      if act is None: return
       a = w.v[vaddr, act].astype(np.int64) + off; check(w, a, n)
       rows = _to_dwords(w.lds[a[:, None] + np.arange(n)], ext)
       w.v[vd:vd + rows.shape[0], act] = rows
@@ -665,8 +675,8 @@ def _ds(inst: Inst, prog: Program, lanes: int) -> Exec:
   if parts[1] == "store" and len(parts) == 3 and parts[2] in _STORES:
     n = _STORES[parts[2]]
     def store(w: Wave) -> None:
-      act = np.flatnonzero(w.execmask)
-      if len(act) == 0: return
+      act = _active(w)
+      if act is None: return
       a = w.v[vaddr, act].astype(np.int64) + off; check(w, a, n)
       w.lds[a[:, None] + np.arange(n)] = _from_vgprs(w, d0, n, act)
     return store
