@@ -54,3 +54,10 @@ def test_lds_reduction_wave64():
   want = x.copy(); s = 128
   while s: want[:, :s] = want[:, :s] + want[:, s:2 * s]; s //= 2
   np.testing.assert_array_equal(m.view(pout, np.float32, 2), want[:, 0])
+
+def test_float4_vectors_use_packed_f32():
+  # <4 x float> arithmetic: gfx942 lowers it to v_pk_mul_f32 / v_pk_add_f32 on register pairs, with dwordx4 memory ops
+  a, b = f32_edge(N * 4, 8), f32_edge(N * 4, 9)
+  ir = elementwise("k", ["<4 x float>", "<4 x float>"], "<4 x float>", "  %m = fmul <4 x float> %x0, %x1\n  %r = fadd <4 x float> %m, %x0")
+  got = run_ew(ir, "k", [a.view(np.uint64).view(np.complex128), b.view(np.uint64).view(np.complex128)], np.complex128, ARCH)
+  with np.errstate(all="ignore"): same_bits(got.view(np.float32), a * b + a)

@@ -501,6 +501,7 @@ def _vop3p(inst: Inst, prog: Program, lanes: int) -> Exec:
     if name == "v_fma_mix_f32": d = vwrite(f["vdst"], "f32", clamp=bool(f["clamp"]))
     else: d = vwrite(f["vdst"], "f16", name.endswith("hi_f16"), bool(f["clamp"]))
     return lambda w: d(w, valu.fma(*(np.asarray(r(w), np.float32) for r in rs)))
+  if name in ("v_pk_add_f32", "v_pk_mul_f32", "v_pk_fma_f32", "v_pk_mov_b32"): return _pk_f32(inst, lanes)
   if not name.startswith("v_pk_"): raise _Unsupported("VOP3P op not implemented")
   base = "v_" + name[5:]
   spec = valu.VOP.get(base) or valu.VOP.get(base.replace("_u16", "_nc_u16").replace("_i16", "_nc_i16"))
@@ -511,6 +512,29 @@ def _vop3p(inst: Inst, prog: Program, lanes: int) -> Exec:
   hi = [vread(inst, codes[i], stys[i], neg=bool(f["neg_hi"] >> i & 1), hi=bool(f["opsel_hi"] >> i & 1)) for i in range(n)]
   if name.startswith("v_pk_fmac"): raise _Unsupported("v_pk_fmac")
   dlo, dhi = vwrite(f["vdst"], dty, False, bool(f["clamp"])), vwrite(f["vdst"], dty, True, bool(f["clamp"]))
+  def pk(w: Wave) -> None:
+    a, b = fn(*(r(w) for r in lo)), fn(*(r(w) for r in hi))
+    dlo(w, a); dhi(w, b)
+  return pk
+
+def _pk_f32(inst: Inst, lanes: int) -> Exec:
+  """CDNA's packed f32 ops on register pairs: op_sel[i] / op_sel_hi[i] pick which dword of source i feeds the low / high result."""
+  f, name = inst.f, inst.name
+  codes = (f["src0"], f["src1"], f["src2"])
+  n = {"v_pk_add_f32": 2, "v_pk_mul_f32": 2, "v_pk_fma_f32": 3, "v_pk_mov_b32": 2}[name]
+  def half(i: int, sel: int, neg: int) -> Callable[[Wave], np.ndarray]:
+    c = codes[i]
+    if not (c >= 256 or c < 106): raise _Unsupported("packed-f32 operand that is not a register pair")
+    return vread(inst, c + (sel >> i & 1), "u32" if name == "v_pk_mov_b32" else "f32", neg=bool(neg >> i & 1) and name != "v_pk_mov_b32")
+  if name == "v_pk_mov_b32":  # D.lo = S0[op_sel[0]], D.hi = S1[op_sel[1]]
+    lo, hi = [half(0, f["opsel"], 0)], [half(1, f["opsel"], 0)]
+    fn: Callable = lambda a: a
+  else:
+    lo = [half(i, f["opsel"], f["neg"]) for i in range(n)]
+    hi = [half(i, f["opsel_hi"], f["neg_hi"]) for i in range(n)]
+    fn = {"v_pk_add_f32": np.add, "v_pk_mul_f32": np.multiply, "v_pk_fma_f32": valu.fma}[name]
+  ty = "u32" if name == "v_pk_mov_b32" else "f32"
+  dlo, dhi = vwrite(f["vdst"], ty, clamp=bool(f["clamp"])), vwrite(f["vdst"] + 1, ty, clamp=bool(f["clamp"]))
   def pk(w: Wave) -> None:
     a, b = fn(*(r(w) for r in lo)), fn(*(r(w) for r in hi))
     dlo(w, a); dhi(w, b)
