@@ -196,3 +196,10 @@ def test_f16_mixed_precision_fma_and_f16_math():
     e = np.exp2(a.astype(np.float64)).astype(np.float16)
     want = np.fmax(s, e).astype(np.float32)
   same_bits(got, want)
+
+def test_float4_vectors_dual_issue():
+  # <4 x float> arithmetic with b128 memory ops: gfx1100 pairs the lanes' ops into VOPD (v_dual_mul_f32 :: v_dual_add_f32 ...)
+  a, b = f32_edge(N * 4, 25), f32_edge(N * 4, 26)
+  ir = elementwise("k", ["<4 x float>", "<4 x float>"], "<4 x float>", "  %m = fmul <4 x float> %x0, %x1\n  %r = fsub <4 x float> %m, %x1")
+  got = run_ew(ir, "k", [a.view(np.complex128), b.view(np.complex128)], np.complex128)
+  with np.errstate(all="ignore"): same_bits(got.view(np.float32), a * b - b)
