@@ -27,7 +27,6 @@ KERNELS = {
   "bf16": elementwise("k", ["bfloat", "bfloat"], "bfloat", "  %r = fmul bfloat %x0, %x1"),
   "reduce": LDS_REDUCE,
   "float4": elementwise("k", ["<4 x float>", "<4 x float>"], "<4 x float>", "  %m = fmul <4 x float> %x0, %x1\n  %r = fsub <4 x float> %m, %x1"),
-
   "atomic": ATOMIC,
 }
 
