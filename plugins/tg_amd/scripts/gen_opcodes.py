@@ -54,7 +54,7 @@ ENCODINGS_GFX9: dict[str, tuple[range, object]] = {
                                     for s in (V3 << 18 | V2 << 9 | V1, V2 << 9 | V1)]),
   "DS": (range(256), lambda op: [[0b110110 << 26 | op << 17, s] for s in (4 << 24 | 3 << 16 | 2 << 8 | 1, 4 << 24 | 2 << 8 | 1,
                                  2 << 8 | 1, 4 << 24 | 1, 1, 4 << 24, 0)]),
-  "FLAT": (range(128), lambda op: [0b110111 << 26 | op << 18 | 0 << 14, 4 << 24 | 0x7f << 16 | 2 << 8 | 2]),
+  "FLAT": (range(128), lambda op: [0b110111 << 26 | op << 18 | 0 << 14, 4 << 24 | 2 << 8 | 2]),  # flat has no saddr: the field is 0
   "SCRATCH": (range(128), lambda op: [0b110111 << 26 | op << 18 | 1 << 14, 4 << 24 | 0x7f << 16 | 2 << 8 | 2]),
   "GLOBAL": (range(128), lambda op: [0b110111 << 26 | op << 18 | 2 << 14, 4 << 24 | 0x7f << 16 | 2 << 8 | 2]),
 }

@@ -393,3 +393,21 @@ define amdgpu_kernel void @hid(ptr addrspace(1) %out) {
   m = Memory(); po = m.alloc(8)
   run_kernel(compile_ir(ir), "hid", struct.pack("<Q", po), (5, 1, 1), (96, 1, 1), m)
   np.testing.assert_array_equal(m.view(po, np.int32, 2), [5, 96])
+
+@pytest.mark.parametrize("arch", ["gfx1100", "gfx942"])
+def test_generic_pointers_use_flat_instructions(arch):
+  # addrspace(0) pointers: flat_load/flat_store (global memory through the flat aperture)
+  ir = DECLS + """
+define amdgpu_kernel void @k(ptr noalias %out, ptr noalias %in) {
+  %i = call i32 @llvm.amdgcn.workitem.id.x()
+  %p = getelementptr i32, ptr %in, i32 %i
+  %x = load i32, ptr %p
+  %r = mul i32 %x, -3
+  %po = getelementptr i32, ptr %out, i32 %i
+  store i32 %r, ptr %po
+  ret void
+}"""
+  x = np.arange(64, dtype=np.int32) - 20
+  m = Memory(); pin, pout = m.alloc_bytes(x), m.alloc(256)
+  run_kernel(compile_ir(ir, arch), "k", struct.pack("<QQ", pout, pin), (1, 1, 1), (64, 1, 1), m)
+  np.testing.assert_array_equal(m.view(pout, np.int32, 64), x * -3)

@@ -174,7 +174,8 @@ def decode_one_gfx9(code: bytes, pc: int) -> Inst:
   if top6 == 0b110111:
     w = w1(); op = _bits(w0, 24, 18); seg = _bits(w0, 15, 14); saddr = _bits(w, 22, 16)
     f = {"offset": _sext(_bits(w0, 12, 0), 13), "dlc": 0, "glc": _bits(w0, 16, 16), "slc": _bits(w0, 17, 17), "seg": seg, "addr": _bits(w, 7, 0),
-         "data": _bits(w, 15, 8), "saddr": 124 if saddr == _G9_OFF else _g9s(saddr), "sve": int(saddr == _G9_OFF), "vdst": _bits(w, 31, 24)}
+         "data": _bits(w, 15, 8), "saddr": 124 if saddr == _G9_OFF or seg == 0 else _g9s(saddr), "sve": int(saddr == _G9_OFF),
+         "vdst": _bits(w, 31, 24)}  # flat (seg 0) has no SGPR base whatever the field holds
     enc, table = (("FLAT", G9.FLAT), ("SCRATCH", G9.SCRATCH), ("GLOBAL", G9.GLOBAL), ("FLAT?", {}))[seg]
     return Inst(pc, 8, enc, op, table.get(op), (w0, w), f)
   raise AMDEmuUnsupportedError(f"gfx9 instruction encoding (word 0x{w0:08x}: MUBUF/MTBUF/MIMG/EXP are not decoded)", pc, (w0,))

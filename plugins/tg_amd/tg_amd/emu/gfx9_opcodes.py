@@ -238,7 +238,19 @@ DS: dict[int, str] = {
   183: 'ds_pk_add_rtn_f16', 184: 'ds_pk_add_rtn_bf16', 189: 'ds_consume', 190: 'ds_append', 222: 'ds_write_b96', 223: 'ds_write_b128',
   254: 'ds_read_b96', 255: 'ds_read_b128',
 }
-FLAT: dict[int, str] = {}
+FLAT: dict[int, str] = {
+  16: 'flat_load_ubyte', 17: 'flat_load_sbyte', 18: 'flat_load_ushort', 19: 'flat_load_sshort', 20: 'flat_load_dword', 21: 'flat_load_dwordx2',
+  22: 'flat_load_dwordx3', 23: 'flat_load_dwordx4', 24: 'flat_store_byte', 25: 'flat_store_byte_d16_hi', 26: 'flat_store_short',
+  27: 'flat_store_short_d16_hi', 28: 'flat_store_dword', 29: 'flat_store_dwordx2', 30: 'flat_store_dwordx3', 31: 'flat_store_dwordx4',
+  32: 'flat_load_ubyte_d16', 33: 'flat_load_ubyte_d16_hi', 34: 'flat_load_sbyte_d16', 35: 'flat_load_sbyte_d16_hi', 36: 'flat_load_short_d16',
+  37: 'flat_load_short_d16_hi', 64: 'flat_atomic_swap', 65: 'flat_atomic_cmpswap', 66: 'flat_atomic_add', 67: 'flat_atomic_sub',
+  68: 'flat_atomic_smin', 69: 'flat_atomic_umin', 70: 'flat_atomic_smax', 71: 'flat_atomic_umax', 72: 'flat_atomic_and', 73: 'flat_atomic_or',
+  74: 'flat_atomic_xor', 75: 'flat_atomic_inc', 76: 'flat_atomic_dec', 77: 'flat_atomic_add_f32', 78: 'flat_atomic_pk_add_f16',
+  79: 'flat_atomic_add_f64', 80: 'flat_atomic_min_f64', 81: 'flat_atomic_max_f64', 82: 'flat_atomic_pk_add_bf16', 96: 'flat_atomic_swap_x2',
+  97: 'flat_atomic_cmpswap_x2', 98: 'flat_atomic_add_x2', 99: 'flat_atomic_sub_x2', 100: 'flat_atomic_smin_x2', 101: 'flat_atomic_umin_x2',
+  102: 'flat_atomic_smax_x2', 103: 'flat_atomic_umax_x2', 104: 'flat_atomic_and_x2', 105: 'flat_atomic_or_x2', 106: 'flat_atomic_xor_x2',
+  107: 'flat_atomic_inc_x2', 108: 'flat_atomic_dec_x2',
+}
 SCRATCH: dict[int, str] = {
   16: 'scratch_load_ubyte', 17: 'scratch_load_sbyte', 18: 'scratch_load_ushort', 19: 'scratch_load_sshort', 20: 'scratch_load_dword',
   21: 'scratch_load_dwordx2', 22: 'scratch_load_dwordx3', 23: 'scratch_load_dwordx4', 24: 'scratch_store_byte', 25: 'scratch_store_byte_d16_hi',
