@@ -68,12 +68,45 @@ define amdgpu_kernel void @atom(ptr addrspace(1) %out) {
   ret void
 }"""
 
+@pytest.mark.parametrize("arch", ["gfx1100", "gfx942"])
+def test_global_atomics(arch):
+  # every lane adds 5 to its own slot and 1 to slot 0 (32 lanes on one address), returning the old values; then cmpxchg and max
+  ir = """declare i32 @llvm.amdgcn.workitem.id.x()
+define amdgpu_kernel void @atom(ptr addrspace(1) %out, ptr addrspace(1) %old) {
+  %tid = call i32 @llvm.amdgcn.workitem.id.x()
+  %p = getelementptr i32, ptr addrspace(1) %out, i32 %tid
+  %a = atomicrmw add ptr addrspace(1) %p, i32 5 monotonic
+  %z = atomicrmw add ptr addrspace(1) %out, i32 1 monotonic
+  %q = getelementptr i32, ptr addrspace(1) %old, i32 %tid
+  store i32 %a, ptr addrspace(1) %q
+  %c = cmpxchg ptr addrspace(1) %p, i32 105, i32 -9 monotonic monotonic
+  %m = atomicrmw max ptr addrspace(1) %p, i32 %tid monotonic
+  ret void
+}"""
+  if arch == "gfx942": pytest.skip("gfx942 wraps atomics in MUBUF cache maintenance (buffer_wbl2/buffer_inv), which is not decoded")
+  m = Memory(); init = np.arange(32, dtype=np.int32) * 10 + 100
+  po, pold = m.alloc_bytes(init), m.alloc(128)
+  run_kernel(compile_ir(ir, arch), "atom", struct.pack("<QQ", po, pold), (1, 1, 1), (32, 1, 1), m)
+  after_add = init + 5; after_add[0] += 32
+  np.testing.assert_array_equal(m.view(pold, np.int32, 32)[1:], init[1:])  # lane 0's old value depends on the order of the two adds
+  want = np.where(after_add == 105, -9, after_add)
+  np.testing.assert_array_equal(m.view(po, np.int32, 32), np.maximum(want, np.arange(32)))
+
 def test_unsupported_instruction_names_mnemonic_and_encoding():
-  # a global atomic add: decoded, not executed; the error must name it and its words, and nothing may be written
-  ir = ATOMIC
+  # reading a hardware register (s_getreg_b32, HW_REG_MODE) has no emulation: decoded, not executed; the error names it and its
+  # encoding, and nothing is written
+  ir = """declare i32 @llvm.amdgcn.workitem.id.x()
+declare i32 @llvm.amdgcn.s.getreg(i32)
+define amdgpu_kernel void @getreg(ptr addrspace(1) %out) {
+  %tid = call i32 @llvm.amdgcn.workitem.id.x()
+  %p = getelementptr i32, ptr addrspace(1) %out, i32 %tid
+  %mode = call i32 @llvm.amdgcn.s.getreg(i32 63489)
+  store i32 %mode, ptr addrspace(1) %p
+  ret void
+}"""
   m = Memory(); po = m.alloc_bytes(np.zeros(32, np.int32))
-  with pytest.raises(AMDEmuUnsupportedError, match=r"global_atomic_add_u32 .*encoding [0-9A-F]{8} [0-9A-F]{8}"):
-    run_kernel(compile_ir(ir), "atom", struct.pack("<Q", po), (1, 1, 1), (32, 1, 1), m)
+  with pytest.raises(AMDEmuUnsupportedError, match=r"s_getreg_b32 .*encoding [0-9A-F]{8}"):
+    run_kernel(compile_ir(ir), "getreg", struct.pack("<Q", po), (1, 1, 1), (32, 1, 1), m)
   np.testing.assert_array_equal(m.view(po, np.int32, 32), 0)
 
 def test_atomic_fence_cache_invalidations_run():

@@ -82,6 +82,9 @@ GFX9_ALIASES = {
   "v_add_u32": "v_add_nc_u32", "v_sub_u32": "v_sub_nc_u32", "v_subrev_u32": "v_subrev_nc_u32", "v_add_u16": "v_add_nc_u16",
   "v_sub_u16": "v_sub_nc_u16", "v_subrev_u16": "v_subrev_nc_u16", "v_addc_co_u32": "v_add_co_ci_u32", "v_subb_co_u32": "v_sub_co_ci_u32",
   "v_subbrev_co_u32": "v_subrev_co_ci_u32", "v_ffbh_u32": "v_clz_i32_u32", "v_ffbl_b32": "v_ctz_i32_b32", "v_ffbh_i32": "v_cls_i32",
+  **{f"{seg}_atomic_{k}{x}": f"{seg}_atomic_{v}_{t}{w}" for seg in ("global", "flat") for x, w in (("", "32"), ("_x2", "64"))
+     for k, v, t in (("swap", "swap", "b"), ("cmpswap", "cmpswap", "b"), ("add", "add", "u"), ("sub", "sub", "u"), ("smin", "min", "i"),
+                     ("umin", "min", "u"), ("smax", "max", "i"), ("umax", "max", "u"), ("and", "and", "b"), ("or", "or", "b"), ("xor", "xor", "b"))},
   "v_cvt_pkrtz_f16_f32": "v_cvt_pk_rtz_f16_f32", "v_mul_lo_u16": "v_mul_lo_u16", "v_mad_u32_u16": "v_mad_u32_u16"}
 
 def compile_program(insts: list[Inst], lanes: int, gfx9: bool = False) -> Program:
@@ -418,6 +421,12 @@ def _vop(inst: Inst, prog: Program, lanes: int) -> Exec:
       sign = np.signbit(dd) ^ np.signbit(nn)
       d(w, np.where(special, exact, np.where(sign, -np.abs(qq), np.abs(qq))))
     return fixup
+  if name in ("v_mbcnt_lo_u32_b32", "v_mbcnt_hi_u32_b32"):  # count of mask bits below each lane (lanes 0-31 / 32-63) plus S1
+    a, b, d = src(0, "u32"), src(1, "u32"), dst("u32")
+    lane = np.arange(lanes, dtype=np.uint64)
+    below = (np.uint64(1) << lane) - np.uint64(1)
+    part = (below >> np.uint64(32)) if name.endswith("hi_u32_b32") else (below & np.uint64(M32))
+    return lambda w: d(w, np.bitwise_count(part & a(w).astype(np.uint64)).astype(np.uint32) + b(w))
   if name == "v_readfirstlane_b32":
     a = src(0, "u32"); wd = swrite(f["vdst"])
     def rfl(w: Wave) -> None:
@@ -591,6 +600,7 @@ def _flat(inst: Inst, prog: Program, lanes: int) -> Exec:
   name, f, enc = inst.name, inst.f, inst.enc
   assert name is not None
   kind, _, ty = name.partition("_")[2].partition("_")
+  if kind == "atomic": return _atomic(inst, prog, lanes)
   d16 = None
   if ty.startswith("d16_"):  # d16 loads write one 16-bit half of the VGPR and keep the other; d16_hi stores store the high half
     d16, ty = ty[4:].startswith("hi_"), ty[4:].removeprefix("hi_")
@@ -655,6 +665,47 @@ def _flat(inst: Inst, prog: Program, lanes: int) -> Exec:
     if act is None: return
     scatter(w, addr_of(w, act), act, _from_vgprs(w, data, n, act))
   return store
+
+_ATOMIC_OPS: dict[str, Callable[[int, int, int], int]] = {  # (old, data, bits) -> new, on unsigned integers of `bits`
+  "swap": lambda o, d, b: d, "add": lambda o, d, b: o + d, "sub": lambda o, d, b: o - d, "and": lambda o, d, b: o & d, "or": lambda o, d, b: o | d,
+  "xor": lambda o, d, b: o ^ d, "min_u": lambda o, d, b: min(o, d), "max_u": lambda o, d, b: max(o, d),
+  "min_i": lambda o, d, b: o if _sx(o, b) <= _sx(d, b) else d, "max_i": lambda o, d, b: o if _sx(o, b) >= _sx(d, b) else d,
+  "inc_u": lambda o, d, b: 0 if o >= d else o + 1, "dec_u": lambda o, d, b: d if o == 0 or o > d else o - 1}
+def _sx(x: int, bits: int) -> int: return x - (1 << bits) if x >> (bits - 1) & 1 else x
+
+def _atomic(inst: Inst, prog: Program, lanes: int) -> Exec:
+  """Global/flat atomics, lane by lane in lane order (as one wave's lanes serialise on one address); glc returns the old value."""
+  f, name = inst.f, inst.name
+  assert name is not None
+  if inst.enc == "SCRATCH": raise _Unsupported("scratch atomics")
+  op, _, ty = name.split("_atomic_")[1].rpartition("_")
+  bits, isf = int(ty[1:]), ty[0] == "f"
+  key = op if op in ("swap", "add", "sub", "and", "or", "xor", "cmpswap") else f"{op}_{ty[0]}"
+  if isf and (op, bits) not in (("add", 32), ("min", 32), ("max", 32)): raise _Unsupported("float atomic")
+  if not isf and key not in _ATOMIC_OPS and key != "cmpswap": raise _Unsupported("atomic op")
+  nd, m = bits // 32, (1 << bits) - 1
+  vaddr, saddr, off, data, vd, rtn = f["addr"], f["saddr"], f["offset"], f["data"], f["vdst"], bool(f["glc"])
+  sb = sread(inst, saddr, 64) if saddr != NULL else None
+  fmt = {32: "<I", 64: "<Q"}[bits]
+  fop = {"add": lambda o, d: o + d, "min": lambda o, d: min(o, d) if not (np.isnan(o) or np.isnan(d)) else (d if np.isnan(o) else o),
+         "max": lambda o, d: max(o, d) if not (np.isnan(o) or np.isnan(d)) else (d if np.isnan(o) else o)}.get(op)
+  def atomic(w: Wave) -> None:
+    for lane in np.flatnonzero(w.execmask).tolist():
+      v = w.v[:, lane]
+      addr = (int(v[vaddr]) + sb(w) if sb is not None else int(v[vaddr]) | int(v[vaddr + 1]) << 32) + off
+      old = struct.unpack(fmt, w.mem.read(addr, bits // 8))[0]
+      val = sum(int(v[data + j]) << (32 * j) for j in range(nd))
+      if key == "cmpswap":
+        cmp = sum(int(v[data + nd + j]) << (32 * j) for j in range(nd))
+        new = val if old == cmp else old
+      elif isf:
+        o, d = (np.array(x, np.uint32).view(np.float32) for x in (old, val))
+        new = int(np.array(fop(o, d), np.float32).view(np.uint32))
+      else: new = _ATOMIC_OPS[key](old, val, bits)
+      w.mem.write(addr, struct.pack(fmt, new & m))
+      if rtn:
+        for j in range(nd): w.v[vd + j, lane] = old >> (32 * j) & M32
+  return atomic
 
 def _ds(inst: Inst, prog: Program, lanes: int) -> Exec:
   name, f = inst.name, inst.f
