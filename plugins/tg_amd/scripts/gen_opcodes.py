@@ -57,6 +57,7 @@ ENCODINGS_GFX9: dict[str, tuple[range, object]] = {
   "FLAT": (range(128), lambda op: [0b110111 << 26 | op << 18 | 0 << 14, 4 << 24 | 2 << 8 | 2]),  # flat has no saddr: the field is 0
   "SCRATCH": (range(128), lambda op: [0b110111 << 26 | op << 18 | 1 << 14, 4 << 24 | 0x7f << 16 | 2 << 8 | 2]),
   "GLOBAL": (range(128), lambda op: [0b110111 << 26 | op << 18 | 2 << 14, 4 << 24 | 0x7f << 16 | 2 << 8 | 2]),
+  "MUBUF": (range(128), lambda op: [[0b111000 << 26 | op << 18, s] for s in (0x7c << 24 | 1 << 16 | 2 << 8 | 3, 0)]),
 }
 SUFFIX = re.compile(r"_e(32|64)$")
 

@@ -178,7 +178,11 @@ def decode_one_gfx9(code: bytes, pc: int) -> Inst:
          "vdst": _bits(w, 31, 24)}  # flat (seg 0) has no SGPR base whatever the field holds
     enc, table = (("FLAT", G9.FLAT), ("SCRATCH", G9.SCRATCH), ("GLOBAL", G9.GLOBAL), ("FLAT?", {}))[seg]
     return Inst(pc, 8, enc, op, table.get(op), (w0, w), f)
-  raise AMDEmuUnsupportedError(f"gfx9 instruction encoding (word 0x{w0:08x}: MUBUF/MTBUF/MIMG/EXP are not decoded)", pc, (w0,))
+  if top6 == 0b111000:  # MUBUF: only the cache maintenance LLVM puts around atomics and fences runs
+    w = w1(); op = _bits(w0, 24, 18)
+    return Inst(pc, 8, "MUBUF", op, G9.MUBUF.get(op), (w0, w), {"offset": _bits(w0, 11, 0), "vaddr": _bits(w, 7, 0), "vdata": _bits(w, 15, 8),
+                "srsrc": _bits(w, 20, 16), "soffset": _g9s(_bits(w, 31, 24))})
+  raise AMDEmuUnsupportedError(f"gfx9 instruction encoding (word 0x{w0:08x}: MTBUF/MIMG/EXP are not decoded)", pc, (w0,))
 
 def _sext(v: int, bits: int) -> int: return v - (1 << bits) if v >> (bits - 1) & 1 else v
 

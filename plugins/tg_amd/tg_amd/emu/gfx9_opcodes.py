@@ -274,3 +274,21 @@ GLOBAL: dict[int, str] = {
   102: 'global_atomic_smax_x2', 103: 'global_atomic_umax_x2', 104: 'global_atomic_and_x2', 105: 'global_atomic_or_x2', 106: 'global_atomic_xor_x2',
   107: 'global_atomic_inc_x2', 108: 'global_atomic_dec_x2',
 }
+MUBUF: dict[int, str] = {
+  0: 'buffer_load_format_x', 1: 'buffer_load_format_xy', 2: 'buffer_load_format_xyz', 3: 'buffer_load_format_xyzw', 4: 'buffer_store_format_x',
+  5: 'buffer_store_format_xy', 6: 'buffer_store_format_xyz', 7: 'buffer_store_format_xyzw', 8: 'buffer_load_format_d16_x',
+  9: 'buffer_load_format_d16_xy', 10: 'buffer_load_format_d16_xyz', 11: 'buffer_load_format_d16_xyzw', 12: 'buffer_store_format_d16_x',
+  13: 'buffer_store_format_d16_xy', 14: 'buffer_store_format_d16_xyz', 15: 'buffer_store_format_d16_xyzw', 16: 'buffer_load_ubyte',
+  17: 'buffer_load_sbyte', 18: 'buffer_load_ushort', 19: 'buffer_load_sshort', 20: 'buffer_load_dword', 21: 'buffer_load_dwordx2',
+  22: 'buffer_load_dwordx3', 23: 'buffer_load_dwordx4', 24: 'buffer_store_byte', 25: 'buffer_store_byte_d16_hi', 26: 'buffer_store_short',
+  27: 'buffer_store_short_d16_hi', 28: 'buffer_store_dword', 29: 'buffer_store_dwordx2', 30: 'buffer_store_dwordx3', 31: 'buffer_store_dwordx4',
+  32: 'buffer_load_ubyte_d16', 33: 'buffer_load_ubyte_d16_hi', 34: 'buffer_load_sbyte_d16', 35: 'buffer_load_sbyte_d16_hi',
+  36: 'buffer_load_short_d16', 37: 'buffer_load_short_d16_hi', 38: 'buffer_load_format_d16_hi_x', 39: 'buffer_store_format_d16_hi_x',
+  40: 'buffer_wbl2', 41: 'buffer_inv', 62: 'buffer_wbinvl1', 63: 'buffer_wbinvl1_vol', 64: 'buffer_atomic_swap', 65: 'buffer_atomic_cmpswap',
+  66: 'buffer_atomic_add', 67: 'buffer_atomic_sub', 68: 'buffer_atomic_smin', 69: 'buffer_atomic_umin', 70: 'buffer_atomic_smax',
+  71: 'buffer_atomic_umax', 72: 'buffer_atomic_and', 73: 'buffer_atomic_or', 74: 'buffer_atomic_xor', 75: 'buffer_atomic_inc',
+  76: 'buffer_atomic_dec', 77: 'buffer_atomic_add_f32', 78: 'buffer_atomic_pk_add_f16', 79: 'buffer_atomic_add_f64', 80: 'buffer_atomic_min_f64',
+  81: 'buffer_atomic_max_f64', 96: 'buffer_atomic_swap_x2', 97: 'buffer_atomic_cmpswap_x2', 98: 'buffer_atomic_add_x2', 99: 'buffer_atomic_sub_x2',
+  100: 'buffer_atomic_smin_x2', 101: 'buffer_atomic_umin_x2', 102: 'buffer_atomic_smax_x2', 103: 'buffer_atomic_umax_x2', 104: 'buffer_atomic_and_x2',
+  105: 'buffer_atomic_or_x2', 106: 'buffer_atomic_xor_x2', 107: 'buffer_atomic_inc_x2', 108: 'buffer_atomic_dec_x2',
+}

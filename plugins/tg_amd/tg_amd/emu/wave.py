@@ -772,7 +772,7 @@ def _ds(inst: Inst, prog: Program, lanes: int) -> Exec:
 
 def _mubuf(inst: Inst, prog: Program, lanes: int) -> Exec:
   # caches do not exist in the emulator (every access goes straight to Memory), so invalidating them is a no-op
-  if inst.name in ("buffer_gl0_inv", "buffer_gl1_inv"): return lambda w: None
+  if inst.name in ("buffer_gl0_inv", "buffer_gl1_inv", "buffer_wbl2", "buffer_inv", "buffer_wbinvl1", "buffer_wbinvl1_vol"): return lambda w: None
   raise _Unsupported("buffer memory op not implemented")
 
 _BUILDERS: dict[str, Callable[[Inst, Program, int], Exec]] = {
