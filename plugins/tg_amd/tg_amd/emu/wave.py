@@ -374,15 +374,16 @@ def _vop(inst: Inst, prog: Program, lanes: int) -> Exec:
   if name in ("v_add_co_u32", "v_sub_co_u32", "v_subrev_co_u32", "v_add_co_ci_u32", "v_sub_co_ci_u32", "v_subrev_co_ci_u32"):
     a, b, d = src(0, "u32"), src(1, "u32"), dst("u32")
     cin = (_lane_mask_reader(inst, f["src2"] if e3 else VCC, lanes)) if "_ci_" in name else None
-    cout = _write_mask(f["sdst"] if e3 else VCC, lanes)
-    sub, rev = "sub" in name, "subrev" in name
+    cout = _write_mask(f["sdst"] if e3 else VCC, lanes) if not (e3 and f["sdst"] == NULL) else None  # carry into null: not computed
+    sub, rev, m32 = "sub" in name, "subrev" in name, np.uint64(M32)
     def carry(w: Wave) -> None:
       x, y = a(w).astype(np.uint64), b(w)
       if rev: x, y = y.astype(np.uint64), x
       c = cin(w) if cin is not None else False
       # in uint64 a 32-bit sum's carry is bit 32; a difference that borrows wraps past 2**32
       r = x - y - c if sub else x + y + c
-      d(w, r.astype(np.uint32)); cout(w, _wide(r > M32, (lanes,)))
+      d(w, r.astype(np.uint32))
+      if cout is not None: cout(w, _wide(r > m32, (lanes,)))
     return carry
   if name in ("v_mad_u64_u32", "v_mad_i64_i32"):
     sg = name == "v_mad_i64_i32"
@@ -453,6 +454,8 @@ def _vop(inst: Inst, prog: Program, lanes: int) -> Exec:
       rs = [rs[0], k, rs[1]] if name.startswith("v_fmamk_") else [rs[0], rs[1], k]
   else:
     rs = [src(i, t) for i, t in enumerate(stys)]
+  fast = _fast_vop(inst, fn, dty, stys, e3, prog.gfx9) if not name.startswith(("v_fmac_", "v_fmaak_", "v_fmamk_")) else None
+  if fast is not None: return fast
   d = dst(dty)
   if len(rs) == 1:
     r0 = rs[0]; return lambda w: d(w, fn(r0(w)))
@@ -460,6 +463,40 @@ def _vop(inst: Inst, prog: Program, lanes: int) -> Exec:
     r0, r1 = rs; return lambda w: d(w, fn(r0(w), r1(w)))
   r0, r1, r2 = rs
   return lambda w: d(w, fn(r0(w), r1(w), r2(w)))
+
+def _fast_vop(inst: Inst, fn: Callable, dty: str, stys: tuple[str, ...], e3: bool, gfx9: bool) -> Exec | None:
+  """The common VALU shape, inlined: 32-bit operands that are VGPRs or constants, no modifiers, a 32-bit VGPR result.
+  Saves the reader/writer calls of the general path; anything else returns None and takes that path."""
+  f = inst.f
+  if valu.BITS[dty] != 32 or any(valu.BITS[t] != 32 for t in stys): return None
+  if e3 and (f["abs"] or f["neg"] or f["clamp"] or f["omod"] or f["opsel"]): return None
+  codes = [f["src0"]] + ([f["vsrc1"] + 256] if inst.enc in ("VOP2", "VOPC") else [f["src1"], f["src2"]] if e3 else [])
+  codes = codes[:len(stys)]
+  ops: list[tuple[int, object]] = []  # (vgpr index, None) or (-1, constant value)
+  for c, t in zip(codes, stys):
+    if c >= 256: ops.append((c - 256, valu.DT[t])); continue
+    bits = _inline_bits(c, t) if c != 255 else (inst.literal if t != "f64" else None)
+    if bits is None: return None
+    ops.append((-1, np.array(bits, np.uint32).view(valu.DT[t])))
+  d, ddt = f["vdst"], valu.DT[dty]
+  def arg(k: int) -> Callable[[np.ndarray], np.ndarray]:
+    r, x = ops[k]
+    return (lambda V: V[r].view(x)) if r >= 0 else (lambda V: x)  # type: ignore[return-value]
+  def put(w: Wave, res: np.ndarray) -> None:
+    bits = np.asarray(res, ddt).view(np.uint32)
+    if w.exec_full: w.v[d] = bits
+    else: np.copyto(w.v[d], bits, where=w.execmask)
+  if len(ops) == 1:
+    (r0, x0), = ops
+    if r0 >= 0: return lambda w: put(w, fn(w.v[r0].view(x0)))
+    return lambda w: put(w, fn(x0))
+  if len(ops) == 2:
+    (r0, x0), (r1, x1) = ops
+    if r0 >= 0 and r1 >= 0: return lambda w: put(w, fn(w.v[r0].view(x0), w.v[r1].view(x1)))
+    if r0 < 0 and r1 >= 0: return lambda w: put(w, fn(x0, w.v[r1].view(x1)))
+  a0, a1, a2 = (arg(k) for k in range(3)) if len(ops) == 3 else (arg(0), arg(1), None)
+  if a2 is None: return lambda w: put(w, fn(a0(w.v), a1(w.v)))
+  return lambda w: put(w, fn(a0(w.v), a1(w.v), a2(w.v)))
 
 def _div_scale(inst: Inst, src, dst, lanes: int) -> Exec:
   ty = inst.name[-3:]
