@@ -12,9 +12,18 @@ $(VENV)/.installed-demo: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q -e ".[demo]"
 	touch $@
 
+# system tools some tests use as oracles (LLVM 19's disassembler and linker for the AMD emulator): installed when
+# missing and we are root (CI); elsewhere those tests skip with the reason
+$(VENV)/.installed-sysdeps: | $(BIN)/python
+	@if command -v llvm-objdump-19 >/dev/null && command -v ld.lld-19 >/dev/null; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then apt-get update -qq && apt-get install -y -qq llvm-19 lld-19 >/dev/null; \
+	else echo "note: llvm-19/lld-19 not installed (apt-get install llvm-19 lld-19): the AMD decoder-oracle tests will skip"; fi
+	touch $@
+
 # the tests also need the references (torch CPU, safetensors, ...), the test tools and the plugins
-$(VENV)/.installed-test: pyproject.toml plugins/tg_cpu_x86/pyproject.toml plugins/tg_cuda/pyproject.toml | $(BIN)/python
-	$(BIN)/pip install -q -e ".[test,demo]" -e plugins/tg_cpu_x86
+$(VENV)/.installed-test: pyproject.toml plugins/tg_cpu_x86/pyproject.toml plugins/tg_cuda/pyproject.toml plugins/tg_amd/pyproject.toml \
+  | $(BIN)/python $(VENV)/.installed-sysdeps
+	$(BIN)/pip install -q -e ".[test,demo]" -e plugins/tg_cpu_x86 -e plugins/tg_amd
 	$(BIN)/pip install -q -e "plugins/tg_cuda[test]"
 	touch $@
 
@@ -31,8 +40,8 @@ test: $(VENV)/.installed-test
 	SPEC=1 DEV=PYTHON $(BIN)/python -m pytest -n 2 --pyargs tg_core.testing --tg-device=PYTHON --tg-strict-renderer
 	SPEC=1 DEV=CPU $(BIN)/python -m pytest -n 2 --pyargs tg_core.testing --tg-device=CPU --tg-strict-renderer
 	SPEC=1 DEV=CPU $(BIN)/python -m pytest -n 2 plugins/tg_cpu_x86/tests $(OP_TESTS)
-	$(BIN)/python -m pytest -n 2 plugins/tg_cuda/tests
 	SPEC=1 DEV=PYTHON $(BIN)/python -m pytest -n 2 tests
+	$(BIN)/python -m pytest -n 2 plugins/tg_cuda/tests plugins/tg_amd/tests
 
 lint: $(VENV)/.installed-test
 	$(BIN)/ruff check tg_core tests bench examples plugins
@@ -44,5 +53,6 @@ bench: $(VENV)/.installed-test
 	$(BIN)/python bench/ptx_interp.py
 	$(BIN)/python bench/rewrite.py
 	$(BIN)/python bench/import_time.py
+	$(BIN)/python bench/amd_emulator.py
 
 .PHONY: demo test lint bench
