@@ -11,7 +11,7 @@ from typing import Any
 __version__ = "0.1.0"
 
 _EXPORTS = {"gguf_load": "reader", "GGUFFile": "reader", "GGUFTensorInfo": "reader", "dequantize": "reader", "save_gguf": "writer",
-            "GGUFValue": "writer", "QuantizedArray": "writer", "quantize": "quantize", "GGUFValueType": "reader", "GGUFError": "errors",
+            "GGUFValue": "writer", "QuantizedArray": "writer", "quantize": "quantizers", "GGUFValueType": "reader", "GGUFError": "errors",
             "GGUFTruncatedError": "errors", "GGUFMagicError": "errors", "GGUFVersionError": "errors", "GGUFFormatError": "errors",
             "GGUFTensorError": "errors", "GGUFUnknownTypeError": "errors"}
 __all__ = list(_EXPORTS)
