@@ -113,7 +113,8 @@ def save_gguf(path: str | os.PathLike, metadata: dict[str, Any], tensors: dict[s
     kv.append(_pack_string(key) + struct.pack("<I", int(t[0] if isinstance(t, tuple) else t)) + _pack_value(v, t, key))
   alignment = metadata.get("general.alignment", DEFAULT_ALIGNMENT)
   alignment = alignment.value if isinstance(alignment, GGUFValue) else alignment
-  if not isinstance(alignment, int) or alignment <= 0 or alignment & (alignment - 1): raise GGUFError(f"general.alignment must be a power of two, got {alignment!r}")
+  if not isinstance(alignment, int) or alignment <= 0 or alignment & (alignment - 1):
+    raise GGUFError(f"general.alignment must be a power of two, got {alignment!r}")
   datas, infos, offset = [], [], 0
   for name, v in tensors.items():
     data, type_id, shape = _tensor_bytes(name, v)
