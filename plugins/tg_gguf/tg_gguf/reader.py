@@ -323,7 +323,8 @@ class GGUFFile:
     for i, (start, size) in enumerate(zip(self.starts, self.sizes)):
       lo, hi = max(info.offset, start), min(info.offset + info.nbytes, start + size)
       if lo < hi: pieces.append(self._window(i, lo - start, hi - lo).to(dev))
-    data = pieces[0] if len(pieces) == 1 else pieces[0].cat(*pieces[1:])
+    # a tensor cut by chunk boundaries is joined into one buffer first: reading through the cat in every consumer costs masks per byte
+    data = pieces[0] if len(pieces) == 1 else pieces[0].cat(*pieces[1:]).contiguous()
     return data.reshape(info.n_blocks, info.format.block_bytes)
 
   def tensor(self, name: str, device: str | None = None) -> Tensor:
