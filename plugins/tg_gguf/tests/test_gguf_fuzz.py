@@ -9,7 +9,7 @@ import tracemalloc
 
 import numpy as np
 import pytest
-from test_quants import random_blocks
+from test_gguf_quants import random_blocks
 
 from tg_gguf import GGUFError, GGUFValue, GGUFValueType, QuantizedArray, save_gguf
 from tg_gguf.ggml_types import BY_NAME

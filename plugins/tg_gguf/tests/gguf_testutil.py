@@ -1,4 +1,5 @@
-"""Shared helpers for the tg-gguf tests: the reference models shipped as packages, and bit-exact comparison."""
+"""Shared helpers for the tg-gguf tests: the reference models shipped as packages, and bit-exact comparison.
+A plain module, not a conftest (the repo's tests/ has one)."""
 from __future__ import annotations
 import importlib.metadata
 import pathlib

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import assert_same_bits
+from gguf_testutil import assert_same_bits
 
 from tg_core import Tensor, dtypes
 from tg_gguf import dequantize, quantize

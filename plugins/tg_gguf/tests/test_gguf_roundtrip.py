@@ -5,7 +5,7 @@ import pathlib
 
 import numpy as np
 import pytest
-from test_quants import random_blocks
+from test_gguf_quants import random_blocks
 
 from tg_core import Tensor, dtypes
 from tg_gguf import GGUFValue, GGUFValueType, QuantizedArray, save_gguf

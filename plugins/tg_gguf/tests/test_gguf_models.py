@@ -8,7 +8,7 @@ import pathlib
 
 import numpy as np
 import pytest
-from conftest import assert_same_bits, gemma_chunks, model_file
+from gguf_testutil import assert_same_bits, gemma_chunks, model_file
 
 from tg_core import Device, dtypes
 from tg_gguf import gguf_load
