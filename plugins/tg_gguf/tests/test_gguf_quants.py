@@ -103,13 +103,27 @@ def test_dequantize_accepts_bytes_and_checks_sizes():
   with pytest.raises(GGUFTensorError, match="multiple of the Q8_0 block size 32"): dequantize(raw.tobytes(), t.id, (8, 17))
   with pytest.raises(GGUFUnknownTypeError, match="GGML type id 199: no installed plugin provides it"): dequantize(b"", 199, (0,))
 
-def test_quantized_matmul_is_one_kernel():
-  """The dequantization fuses into its consumer: x @ W.T with W in Q4_0 schedules one kernel reading the packed blocks."""
-  rng = np.random.default_rng(0)
-  w = rng.standard_normal((8, 64)).astype(np.float32)
-  blocks = Tensor(quantize(w, BY_NAME["Q4_0"].id).reshape(-1, 18)).realize()
-  from tg_gguf.quants import dequantize_q4_0
-  x = Tensor(rng.standard_normal((3, 64)).astype(np.float32)).realize()
-  y = x @ dequantize_q4_0(blocks).reshape(8, 64).T
-  kernels = [si for si in y.schedule() if si.ast.op.name == "SINK"]
-  assert len(kernels) == 1, f"{len(kernels)} kernels: the dequantization was not fused"
+FUSED = ["Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "IQ4_NL", "IQ4_XS", "TQ1_0", "TQ2_0", "MXFP4", "NVFP4"]
+
+@pytest.mark.parametrize("name", FUSED)
+def test_quantized_matmul_is_one_kernel(name: str):
+  """The dequantization fuses into its consumer: x @ W.T with W quantized schedules one kernel reading the packed blocks, and
+  computes the matmul of gguf-py's dequantized W (to float32 rounding: the summation order differs)."""
+  t = BY_NAME[name]
+  n_rows = 4
+  raw = random_blocks(name, n_rows * 256 // t.block_elems, seed=3)
+  if name in FP16_FIELDS:  # moderate scales, so the products stay in range
+    off, cnt = FP16_FIELDS[name]
+    raw[:, off:off + 2 * cnt] = np.full(raw.shape[0] * cnt, 0.01, np.float16).view(np.uint8).reshape(-1, 2 * cnt)
+  if name == "MXFP4": raw[:, 0] = 120
+  w_ref = gq.dequantize(raw, Q[name]).reshape(n_rows, 256)
+  blocks = Tensor(raw).realize()
+  x = Tensor(np.random.default_rng(0).standard_normal((3, 256)).astype(np.float32)).realize()
+  from tg_core.engine.realize import run_schedule
+  from tg_gguf.reader import dequantize_blocks, format_for
+  y = x @ dequantize_blocks(blocks, format_for(t.id)).reshape(n_rows, 256).T
+  items = y.schedule()
+  kernels = [si for si in items if si.ast.op.name == "SINK"]
+  assert len(kernels) == 1, f"{name}: {len(kernels)} kernels, the dequantization was not fused"
+  run_schedule(items)
+  np.testing.assert_allclose(y.numpy(), x.numpy() @ w_ref.T, rtol=1e-4, atol=1e-4 * float(np.abs(w_ref).max()) * 16)

@@ -296,7 +296,9 @@ class GGUFFile:
         k += 1
         buf = b"".join(open(p, "rb").read() for p in self.paths[:k])
     del buf
-    if first is not None: first.close()
+    if first is not None:
+      try: first.close()
+      except BufferError: pass  # a view of it is still alive: the mapping goes with the last one
     self.version, self.metadata, self.types, self.tensors = h.version, h.metadata, h.types, h.tensors
     self.alignment, self.data_offset = h.alignment, h.data_offset
     self._disk: list[Tensor | None] = [None] * len(self.paths)
