@@ -16,6 +16,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from tg_core import Device, Tensor, dtypes
+from tg_core.dtype import DType
 from tg_core.plugins import QuantFormatSpec, load_attr, registry
 
 from tg_gguf.errors import GGUFError, GGUFFormatError, GGUFMagicError, GGUFTensorError, GGUFTruncatedError, GGUFUnknownTypeError, GGUFVersionError
@@ -81,6 +82,11 @@ def format_for(type_id: int, where: str = "") -> QuantFormatSpec:
     raise GGUFFormatError(f"{where}GGML type id {type_id} is provided by more than one plugin: {', '.join(f'{s.name} ({s.dequantize})' for s in specs)}; "
                           f"uninstall one (or limit the plugins with TG_PLUGINS)")
   return specs[0]
+
+# tg-gguf's plain types, by their dequantize target: loaded as typed windows of the file (a third party's spec for the same id is not)
+PLAIN_DTYPES: dict[str, DType] = {f"tg_gguf.quants:dequantize_{name}": dt for name, dt in (
+  ("f32", dtypes.float32), ("f16", dtypes.float16), ("bf16", dtypes.bfloat16), ("f64", dtypes.float64), ("i8", dtypes.int8),
+  ("i16", dtypes.int16), ("i32", dtypes.int32), ("i64", dtypes.int64))}
 
 @functools.lru_cache(maxsize=None)
 def _dequantizer(target: str) -> Callable[[Tensor], Tensor]: return load_attr(target)
@@ -307,13 +313,13 @@ class GGUFFile:
     if (t := self._disk[i]) is None: t = self._disk[i] = Tensor.empty(self.sizes[i], dtype=dtypes.uint8, device=f"DISK:{self.paths[i]}")
     return t
 
-  def _window(self, i: int, offset: int, n: int) -> Tensor:
-    """Bytes offset..offset+n of chunk i, as a Tensor whose buffer is a view of the file's DISK buffer (nothing is read)."""
+  def _window(self, i: int, offset: int, n: int, dtype: DType = dtypes.uint8) -> Tensor:
+    """n elements of `dtype` at byte `offset` of chunk i, as a Tensor whose buffer is a view of the file's DISK buffer (nothing is read)."""
     from tg_core.engine.realize import buffer_of, buffers
     from tg_core.uop.ops import UOp
     base = self._chunk(i)
-    u = UOp.new_buffer(base.device, n, dtypes.uint8)
-    buffers[u] = buffer_of(base.uop.base).view(n, dtypes.uint8, offset)
+    u = UOp.new_buffer(base.device, n, dtype)
+    buffers[u] = buffer_of(base.uop.base).view(n, dtype, offset)
     return Tensor(u, requires_grad=False)
 
   def raw(self, name: str, device: str | None = None) -> Tensor:
@@ -332,7 +338,18 @@ class GGUFFile:
   def tensor(self, name: str, device: str | None = None) -> Tensor:
     """Tensor `name` in its float (or stored int) dtype and numpy-order shape; realizing it (or what consumes it) dequantizes it."""
     info = self._info(name)
+    if (dt := PLAIN_DTYPES.get(info.format.dequantize)) is not None and info.nbytes and (i := self._chunk_holding(info)) is not None:
+      # tg-gguf's own plain types (F32, F16, ...) need no kernel: the file window is viewed in their dtype and copied as it is
+      n = info.nbytes // dt.itemsize
+      dev = Device.canonicalize(device) if device is not None else Device.DEFAULT
+      return self._window(i, info.offset - self.starts[i], n, dt).to(dev).reshape(info.shape)
     return dequantize_blocks(self.raw(name, device), info.format).reshape(info.shape)
+
+  def _chunk_holding(self, info: GGUFTensorInfo) -> int | None:
+    """The chunk that holds all of the tensor's bytes, if one does."""
+    for i, (start, size) in enumerate(zip(self.starts, self.sizes)):
+      if start <= info.offset and info.offset + info.nbytes <= start + size: return i
+    return None
 
   def _info(self, name: str) -> GGUFTensorInfo:
     if name not in self.tensors: raise KeyError(f"{self.name} has no tensor {name!r}")
