@@ -133,3 +133,17 @@ def test_gguf_py_writer_then_tg_reads_it(tmp_path: pathlib.Path):
   assert f.types["u8"] == V.UINT8 and f.types["u64"] == V.UINT64 and f.types["f64"] == V.FLOAT64
   assert np.array_equal(f.tensor("a", "PYTHON").numpy(), a) and np.array_equal(f.tensor("h", "PYTHON").numpy(), a.astype(np.float16))
   assert f.tensors["q"].shape == (2, 512) and f.raw("q", "PYTHON").numpy().tobytes() == q.tobytes()
+
+def test_big_endian_file_from_gguf_py_is_refused_clearly(tmp_path: pathlib.Path):
+  from gguf import GGUFEndian
+
+  from tg_gguf import GGUFVersionError
+  p = tmp_path / "be.gguf"
+  w = GGUFWriter(p, "llama", endianess=GGUFEndian.BIG)
+  w.add_uint32("n", 1)
+  w.add_tensor("a", np.ones(4, np.float32))
+  w.write_header_to_file()
+  w.write_kv_data_to_file()
+  w.write_tensors_to_file()
+  w.close()
+  with pytest.raises(GGUFVersionError, match="big-endian GGUF file .version 3.: only little-endian files are read"): GGUFFile(p)

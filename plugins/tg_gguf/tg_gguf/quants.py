@@ -85,7 +85,9 @@ def _ksigns(i: Tensor) -> Tensor:
 
 def _pm(bits01: Tensor) -> Tensor: return bits01.eq(0).where(1.0, -1.0).cast(dtypes.float32)
 
-def _n(blocks: Tensor) -> tuple[Tensor, int]: return blocks.cast(dtypes.int32), blocks.shape[0]
+def _ints(blocks: Tensor) -> tuple[Tensor, int]:
+  """The blocks as int32 (room for shifts and sums) and their count."""
+  return blocks.cast(dtypes.int32), blocks.shape[0]
 
 def _f32(t: Tensor) -> Tensor: return t.cast(dtypes.float32)
 
@@ -115,48 +117,48 @@ def _high_bits32(x: Tensor, start: int) -> Tensor:
   return _bits(_seg(x, start, 4), tuple(range(8)), 2, 1).reshape(x.shape[0], 32)
 
 def dequantize_q4_0(blocks: Tensor) -> Tensor:
-  x, _ = _n(blocks)
+  x, _ = _ints(blocks)
   return _f16(x, 0) * _f32(_nibbles32(x, 2) - 8)
 
 def dequantize_q4_1(blocks: Tensor) -> Tensor:
-  x, _ = _n(blocks)
+  x, _ = _ints(blocks)
   return _f16(x, 0) * _f32(_nibbles32(x, 4)) + _f16(x, 2)
 
 def dequantize_q5_0(blocks: Tensor) -> Tensor:
-  x, _ = _n(blocks)
+  x, _ = _ints(blocks)
   q = _nibbles32(x, 6) | (_high_bits32(x, 2) << 4)
   return _f16(x, 0) * _f32(q - 16)
 
 def dequantize_q5_1(blocks: Tensor) -> Tensor:
-  x, _ = _n(blocks)
+  x, _ = _ints(blocks)
   q = _nibbles32(x, 8) | (_high_bits32(x, 4) << 4)
   return _f16(x, 0) * _f32(q) + _f16(x, 2)
 
 def dequantize_q8_0(blocks: Tensor) -> Tensor:
-  x, _ = _n(blocks)
+  x, _ = _ints(blocks)
   return _f32(_int8(_seg(x, 2, 32))) * _f16(x, 0)
 
 def dequantize_q8_1(blocks: Tensor) -> Tensor:
   # ggml's block_q8_1 {half d; half s; int8 qs[32]}: s = d * sum(qs) only serves dot products; the value is d * q
-  x, _ = _n(blocks)
+  x, _ = _ints(blocks)
   return _f32(_int8(_seg(x, 4, 32))) * _f16(x, 0)
 
 IQ4_NL_VALUES = (-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113)
 E2M1_X2 = (0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12)  # e2m1 values doubled; the scales carry the 0.5
 
 def dequantize_iq4_nl(blocks: Tensor) -> Tensor:
-  x, _ = _n(blocks)
+  x, _ = _ints(blocks)
   return _f16(x, 0) * _f32(_lookup(_nibbles32(x, 2), IQ4_NL_VALUES))
 
 def dequantize_mxfp4(blocks: Tensor) -> Tensor:
-  x, _ = _n(blocks)
+  x, _ = _ints(blocks)
   e = _seg(x, 0, 1).cast(dtypes.uint32)
   # e8m0 scale halved: 2**(e-128) as float32 bits (subnormal for e < 2)
   d = (e < 2).where(e.full_like(0x00200000) << e, (e - 1) << 23).bitcast(dtypes.float32)
   return d * _f32(_lookup(_nibbles32(x, 1), E2M1_X2))
 
 def dequantize_nvfp4(blocks: Tensor) -> Tensor:
-  x, n = _n(blocks)
+  x, n = _ints(blocks)
   s = _seg(x, 0, 4)
   exp, man = (s >> 3) & 15, s & 7
   # ue4m3 scale halved: (1 + man/8) * 2**(exp-8) for exp > 0, man * 2**-10 for exp == 0; the bytes 0x00 and 0x7f decode to 0
@@ -176,7 +178,7 @@ def _scale_min_k4(x: Tensor, start: int) -> tuple[Tensor, Tensor]:
   return sc, mn
 
 def dequantize_q2_k(blocks: Tensor) -> Tensor:
-  x, n = _n(blocks)
+  x, n = _ints(blocks)
   sc = _seg(x, 0, 16)
   d, dmin = _f16(x, 80), _f16(x, 82)
   dl, ml = (d * _f32(sc & 15)).reshape(n, 16, 1), (dmin * _f32(sc >> 4)).reshape(n, 16, 1)
@@ -184,7 +186,7 @@ def dequantize_q2_k(blocks: Tensor) -> Tensor:
   return (dl * _f32(q) - ml).reshape(n, 256)
 
 def dequantize_q3_k(blocks: Tensor) -> Tensor:
-  x, n = _n(blocks)
+  x, n = _ints(blocks)
   d = _f16(x, 108)
   low = _bits(_seg(x, 96, 8), (0, 4), 1, 15).reshape(n, 16)
   high = _bits(_seg(x, 104, 4), (0, 2, 4, 6), 1, 3).reshape(n, 16)
@@ -194,14 +196,14 @@ def dequantize_q3_k(blocks: Tensor) -> Tensor:
   return (dl * _f32(ql - (qh << 2))).reshape(n, 256)
 
 def dequantize_q4_k(blocks: Tensor) -> Tensor:
-  x, n = _n(blocks)
+  x, n = _ints(blocks)
   sc, mn = _scale_min_k4(x, 4)
   dd, dm = (_f16(x, 0) * _f32(sc)).reshape(n, 8, 1), (_f16(x, 2) * _f32(mn)).reshape(n, 8, 1)
   q = _bits(_seg(x, 16, 128).reshape(n, 4, 32), (0, 4), 2, 15).reshape(n, 8, 32)
   return (dd * _f32(q) - dm).reshape(n, 256)
 
 def dequantize_q5_k(blocks: Tensor) -> Tensor:
-  x, n = _n(blocks)
+  x, n = _ints(blocks)
   sc, mn = _scale_min_k4(x, 4)
   dd, dm = (_f16(x, 0) * _f32(sc)).reshape(n, 8, 1), (_f16(x, 2) * _f32(mn)).reshape(n, 8, 1)
   ql = _bits(_seg(x, 48, 128).reshape(n, 4, 32), (0, 4), 2, 15).reshape(n, 8, 32)
@@ -209,7 +211,7 @@ def dequantize_q5_k(blocks: Tensor) -> Tensor:
   return (dd * _f32(ql | (qh << 4)) - dm).reshape(n, 256)
 
 def dequantize_q6_k(blocks: Tensor) -> Tensor:
-  x, n = _n(blocks)
+  x, n = _ints(blocks)
   dd = (_f16(x, 208) * _f32(_int8(_seg(x, 192, 16)))).reshape(n, 16, 1)
   ql = _bits(_seg(x, 0, 128).reshape(n, 2, 64), (0, 4), 2, 15).reshape(n, 8, 32)
   qh = _bits(_seg(x, 128, 64).reshape(n, 2, 32), (0, 2, 4, 6), 2, 3).reshape(n, 8, 32)
@@ -218,14 +220,14 @@ def dequantize_q6_k(blocks: Tensor) -> Tensor:
 
 def dequantize_q8_k(blocks: Tensor) -> Tensor:
   # ggml's block_q8_K {float d; int8 qs[256]; int16 bsums[16]}: bsums only serve dot products; the value is d * q
-  x, _ = _n(blocks)
+  x, _ = _ints(blocks)
   d = _le(x, 0, 1, 4, dtypes.uint32).bitcast(dtypes.float32)
   return d * _f32(_int8(_seg(x, 4, 256)))
 
 # *** ternary ***
 
 def dequantize_tq1_0(blocks: Tensor) -> Tensor:
-  x, n = _n(blocks)
+  x, n = _ints(blocks)
   # 5 (4 in qh) trits per byte as a fixed-point fraction: multiplying by 3**k (mod 256) brings trit k to the top, * 3 >> 8 reads it
   p5, p4 = (1, 3, 9, 27, 81), (1, 3, 9, 27)
   q0 = _seg(x, 0, 32).reshape(n, 1, 32) * _const(p5, x.device).reshape(1, 5, 1)
@@ -235,7 +237,7 @@ def dequantize_tq1_0(blocks: Tensor) -> Tensor:
   return _f16(x, 52) * _f32(((q * 3) >> 8) - 1)
 
 def dequantize_tq2_0(blocks: Tensor) -> Tensor:
-  x, n = _n(blocks)
+  x, n = _ints(blocks)
   q = _bits(_seg(x, 0, 64).reshape(n, 2, 32), (0, 2, 4, 6), 2, 3).reshape(n, 256)
   return _f16(x, 64) * _f32(q - 1)
 
@@ -244,7 +246,7 @@ def dequantize_tq2_0(blocks: Tensor) -> Tensor:
 def _db_iq2(d: Tensor, s: Tensor, mul: float) -> Tensor: return d * (0.5 + _f32(s)) * mul
 
 def dequantize_iq2_xxs(blocks: Tensor) -> Tensor:
-  x, n = _n(blocks)
+  x, n = _ints(blocks)
   aux = _seg(x, 2, 64).reshape(n, 8, 8)
   signs_word = _le(x, 2, 16, 4, dtypes.uint32).reshape(n, 8, 2)[..., 1]
   db = _db_iq2(_f16(x, 0), signs_word >> 28, 0.25).reshape(n, 8, 1, 1)
@@ -254,7 +256,7 @@ def dequantize_iq2_xxs(blocks: Tensor) -> Tensor:
   return (db * grid * signs).reshape(n, 256)
 
 def dequantize_iq2_xs(blocks: Tensor) -> Tensor:
-  x, n = _n(blocks)
+  x, n = _ints(blocks)
   qs = _le(x, 2, 32, 2)
   sc = _bits(_seg(x, 66, 8), (0, 4), 2, 15).reshape(n, 16)
   db = _db_iq2(_f16(x, 0), sc, 0.25).reshape(n, 16, 1, 1)
@@ -263,7 +265,7 @@ def dequantize_iq2_xs(blocks: Tensor) -> Tensor:
   return (db * grid * signs).reshape(n, 256)
 
 def dequantize_iq2_s(blocks: Tensor) -> Tensor:
-  x, n = _n(blocks)
+  x, n = _ints(blocks)
   sc = _bits(_seg(x, 74, 8), (0, 4), 2, 15).reshape(n, 16)
   db = _db_iq2(_f16(x, 0), sc, 0.25).reshape(n, 16, 1, 1)
   signs = _pm(_bits(_seg(x, 34, 32), tuple(range(8)), 2, 1)).reshape(n, 16, 2, 8)
@@ -272,7 +274,7 @@ def dequantize_iq2_s(blocks: Tensor) -> Tensor:
   return (db * grid * signs).reshape(n, 256)
 
 def dequantize_iq3_xxs(blocks: Tensor) -> Tensor:
-  x, n = _n(blocks)
+  x, n = _ints(blocks)
   sw = _le(x, 66, 8, 4, dtypes.uint32)
   db = _db_iq2(_f16(x, 0), sw >> 28, 0.5).reshape(n, 8, 1, 1)
   si = _ksigns(_bits(sw, (0, 7, 14, 21), 2, 127).cast(dtypes.int32))
@@ -281,7 +283,7 @@ def dequantize_iq3_xxs(blocks: Tensor) -> Tensor:
   return (db * grid * signs).reshape(n, 256)
 
 def dequantize_iq3_s(blocks: Tensor) -> Tensor:
-  x, n = _n(blocks)
+  x, n = _ints(blocks)
   sc = _bits(_seg(x, 106, 4), (0, 4), 2, 15).reshape(n, 8)
   db = (_f16(x, 0) * _f32(1 + 2 * sc)).reshape(n, 8, 1, 1)
   signs = _pm(_bits(_seg(x, 74, 32), tuple(range(8)), 2, 1)).reshape(n, 8, 4, 8)
@@ -292,7 +294,7 @@ def dequantize_iq3_s(blocks: Tensor) -> Tensor:
 IQ1_DELTA = 0.125
 
 def dequantize_iq1_s(blocks: Tensor) -> Tensor:
-  x, n = _n(blocks)
+  x, n = _ints(blocks)
   qh = _le(x, 34, 8, 2)
   dl = (_f16(x, 0) * _f32(2 * ((qh >> 12) & 7) + 1)).reshape(n, 8, 1, 1)
   delta = (qh & 0x8000).eq(0).where(IQ1_DELTA, -IQ1_DELTA).cast(dtypes.float32).reshape(n, 8, 1, 1)
@@ -301,7 +303,7 @@ def dequantize_iq1_s(blocks: Tensor) -> Tensor:
   return (dl * (grid + delta)).reshape(n, 256)
 
 def dequantize_iq1_m(blocks: Tensor) -> Tensor:
-  x, n = _n(blocks)
+  x, n = _ints(blocks)
   sc = _le(x, 48, 4, 2)
   # the fp16 super-block scale is split over the top nibble of the 4 scale words
   dbits = ((sc[:, 0:1] & 0xF000) >> 12) | ((sc[:, 1:2] & 0xF000) >> 8) | ((sc[:, 2:3] & 0xF000) >> 4) | (sc[:, 3:4] & 0xF000)
@@ -314,7 +316,7 @@ def dequantize_iq1_m(blocks: Tensor) -> Tensor:
   return (dl * (grid + delta)).reshape(n, 256)
 
 def dequantize_iq4_xs(blocks: Tensor) -> Tensor:
-  x, n = _n(blocks)
+  x, n = _ints(blocks)
   lo = _bits(_seg(x, 4, 4), (0, 4), 2, 15).reshape(n, 8)
   hi = _bits(_le(x, 2, 1, 2).reshape(n), tuple(range(0, 16, 2)), 1, 3)
   dl = (_f16(x, 0) * _f32((lo | (hi << 4)) - 32)).reshape(n, 8, 1)
