@@ -11,6 +11,7 @@ import pytest
 from gguf_testutil import assert_same_bits, gemma_chunks, model_file
 
 from tg_core import Device, dtypes
+from tg_core.engine.realize import run_schedule
 from tg_gguf import gguf_load
 from tg_gguf.reader import GGUFFile, dequantize_blocks
 
@@ -85,6 +86,12 @@ def test_gguf_load_dequantizes_lazily(smollm: tuple[pathlib.Path, GGUFReader]):
   ref = gq.dequantize(np.asarray(rt.data), rt.tensor_type)
   got = t[:4].numpy() if not FULL else t.numpy()
   assert_same_bits(got, ref[:got.shape[0]], "blk.0.ffn_down.weight")
+  norm = tensors["blk.0.attn_norm.weight"]  # F32: a typed window of the file, copied without a kernel
+  items = norm.schedule()
+  assert [si.ast.op.name for si in items] == ["COPY"]
+  run_schedule(items)
+  rn = next(x for x in r.tensors if x.name == "blk.0.attn_norm.weight")
+  assert_same_bits(norm.numpy(), np.asarray(rn.data), "blk.0.attn_norm.weight")
 
 def test_open_does_not_read_the_data():
   """Opening maps the file and parses the header: resident memory grows by far less than the 250 MB of tensor data."""
