@@ -1,0 +1,324 @@
+"""Dequantization of every GGML type as tg Tensor ops on the packed bytes.
+
+Each `dequantize_<type>(blocks)` takes a uint8 Tensor (n_blocks, block_bytes) and returns (n_blocks, block_elems): float32 for the
+quantized types (as ggml and gguf-py do), the stored dtype for the plain ones (F16 stays float16, I32 int32). Everything is
+elementwise on the bytes (shrink, cast, shift, and, or, bitcast, mul), so the graph fuses into the kernel that consumes it and no
+dequantized copy of a weight is ever made; only the IQ lattice types look their grid rows up with a one-hot reduce.
+
+Bit-exactness: every float op is done in the order gguf-py (and ggml's reference `dequantize_row_*`) does it, in float32, and fp16
+scales are decoded from their bits with integer ops (so no device's half conversion is relied on)."""
+from __future__ import annotations
+import functools
+
+from tg_core import Tensor, dtypes
+from tg_core.dtype import DType
+
+from tg_gguf.grids import GRIDS
+
+# *** byte helpers: `x` is the block array cast to int32 (N, block_bytes) ***
+
+@functools.lru_cache(maxsize=None)
+def _const(vals: tuple[int, ...], device: str, dtype: DType = dtypes.int32) -> Tensor:
+  """A small realized table on `device` (shift amounts, lookup levels), made once per device."""
+  return Tensor(list(vals), dtype=dtype, device=device).realize()
+
+def _seg(x: Tensor, start: int, n: int) -> Tensor: return x[:, start:start + n]
+
+def _le(x: Tensor, start: int, n: int, width: int, dtype: DType = dtypes.int32) -> Tensor:
+  """(N, n) little-endian unsigned words of `width` bytes at byte `start`, assembled with shifts and ors."""
+  b = _seg(x, start, n * width).reshape(x.shape[0], n, width).cast(dtype)
+  ret = b[..., 0]
+  for k in range(1, width): ret = ret | (b[..., k] << (8 * k))
+  return ret
+
+def _bits(x: Tensor, shifts: tuple[int, ...], axis: int, mask: int) -> Tensor:
+  """`(x >> s) & mask` for each s, stacked on a new `axis` (of x.ndim + 1)."""
+  sh = _const(shifts, x.device, x.dtype).reshape(*[len(shifts) if i == axis else 1 for i in range(x.ndim + 1)])
+  return (x.unsqueeze(axis) >> sh) & mask
+
+def _f16_bits_to_f32(h: Tensor) -> Tensor:
+  """float32 values of fp16 bit patterns (int32 in 0..65535), exactly: normal and inf/nan by moving the fields, subnormals as
+  mantissa * 2**-24 (exact in float32)."""
+  h = h.cast(dtypes.uint32)
+  sign, exp, man = (h >> 15) << 31, (h >> 10) & 31, h & 1023
+  normal = sign | ((exp + 112) << 23) | (man << 13)
+  special = sign | (255 << 23) | (man << 13)
+  sub = (man.cast(dtypes.float32) * 2.0 ** -24).bitcast(dtypes.uint32) | sign
+  return exp.eq(0).where(sub, exp.eq(31).where(special, normal)).bitcast(dtypes.float32)
+
+def _f16(x: Tensor, start: int, n: int = 1) -> Tensor: return _f16_bits_to_f32(_le(x, start, n, 2))
+
+def _int8(v: Tensor) -> Tensor:
+  """Signed value of bytes 0..255 (int32)."""
+  return v - (v >= 128).where(256, 0)
+
+def _lookup(idx: Tensor, table: tuple[int, ...]) -> Tensor:
+  """table[idx] for a small table, as a where-chain on the bits of idx (elementwise, so it fuses)."""
+  vals = [_const_of(v, idx) for v in table]
+  while len(vals) & (len(vals) - 1): vals.append(vals[-1])  # pad to a power of two: indices past the table never occur
+  bit = 0
+  while len(vals) > 1:
+    b = ((idx >> bit) & 1).eq(1)
+    vals = [b.where(vals[i + 1], vals[i]) for i in range(0, len(vals), 2)]
+    bit += 1
+  return vals[0]
+
+def _const_of(v: int, like: Tensor) -> Tensor: return Tensor.full(like.shape, v, dtype=dtypes.int32, device=like.device)
+
+def _grid(idx: Tensor, name: str) -> Tensor:
+  """Rows of an IQ grid as float32 (..., row_len): the packed row is found with a one-hot sum over the grid (the only non-elementwise
+  step of any format), then its elements are unpacked with shifts and mapped to their levels."""
+  levels, bits, rows = GRIDS[name]
+  row_len = 8 if len(levels) == 3 else 4
+  table = _const(rows, idx.device)
+  onehot = idx.unsqueeze(-1).eq(_const(tuple(range(len(rows))), idx.device))
+  packed = onehot.where(table, 0).sum(-1, dtype=dtypes.int32)
+  codes = _bits(packed, tuple(bits * j for j in range(row_len)), packed.ndim, (1 << bits) - 1)
+  return _lookup(codes, levels).cast(dtypes.float32)
+
+def _ksigns(i: Tensor) -> Tensor:
+  """ggml's ksigns_iq2xs: 7 sign bits plus an 8th that makes the count of negatives even (the parity of the 7)."""
+  p = i ^ (i >> 4)
+  p = p ^ (p >> 2)
+  p = (p ^ (p >> 1)) & 1
+  return i | (p << 7)
+
+def _pm(bits01: Tensor) -> Tensor: return bits01.eq(0).where(1.0, -1.0).cast(dtypes.float32)
+
+def _ints(blocks: Tensor) -> tuple[Tensor, int]:
+  """The blocks as int32 (room for shifts and sums) and their count."""
+  return blocks.cast(dtypes.int32), blocks.shape[0]
+
+def _f32(t: Tensor) -> Tensor: return t.cast(dtypes.float32)
+
+# *** plain types: reassemble the stored words and bitcast ***
+
+def _plain(blocks: Tensor, width: int, word: DType, out: DType) -> Tensor:
+  ret = _le(blocks.cast(word), 0, 1, width, word) if width > 1 else blocks.cast(word)
+  return ret.bitcast(out)
+
+def dequantize_f32(blocks: Tensor) -> Tensor: return _plain(blocks, 4, dtypes.uint32, dtypes.float32)
+def dequantize_f16(blocks: Tensor) -> Tensor: return _plain(blocks, 2, dtypes.uint16, dtypes.float16)
+def dequantize_bf16(blocks: Tensor) -> Tensor: return _plain(blocks, 2, dtypes.uint16, dtypes.bfloat16)
+def dequantize_f64(blocks: Tensor) -> Tensor: return _plain(blocks, 8, dtypes.uint64, dtypes.float64)
+def dequantize_i8(blocks: Tensor) -> Tensor: return blocks.bitcast(dtypes.int8)
+def dequantize_i16(blocks: Tensor) -> Tensor: return _plain(blocks, 2, dtypes.uint16, dtypes.int16)
+def dequantize_i32(blocks: Tensor) -> Tensor: return _plain(blocks, 4, dtypes.uint32, dtypes.int32)
+def dequantize_i64(blocks: Tensor) -> Tensor: return _plain(blocks, 8, dtypes.uint64, dtypes.int64)
+
+# *** 32-element blocks ***
+
+def _nibbles32(x: Tensor, start: int) -> Tensor:
+  """32 4-bit values from 16 bytes: the low nibbles are elements 0..15, the high ones 16..31."""
+  return _bits(_seg(x, start, 16), (0, 4), 1, 15).reshape(x.shape[0], 32)
+
+def _high_bits32(x: Tensor, start: int) -> Tensor:
+  """Bit i of the little-endian uint32 at `start`, for i in 0..31."""
+  return _bits(_seg(x, start, 4), tuple(range(8)), 2, 1).reshape(x.shape[0], 32)
+
+def dequantize_q4_0(blocks: Tensor) -> Tensor:
+  x, _ = _ints(blocks)
+  return _f16(x, 0) * _f32(_nibbles32(x, 2) - 8)
+
+def dequantize_q4_1(blocks: Tensor) -> Tensor:
+  x, _ = _ints(blocks)
+  return _f16(x, 0) * _f32(_nibbles32(x, 4)) + _f16(x, 2)
+
+def dequantize_q5_0(blocks: Tensor) -> Tensor:
+  x, _ = _ints(blocks)
+  q = _nibbles32(x, 6) | (_high_bits32(x, 2) << 4)
+  return _f16(x, 0) * _f32(q - 16)
+
+def dequantize_q5_1(blocks: Tensor) -> Tensor:
+  x, _ = _ints(blocks)
+  q = _nibbles32(x, 8) | (_high_bits32(x, 4) << 4)
+  return _f16(x, 0) * _f32(q) + _f16(x, 2)
+
+def dequantize_q8_0(blocks: Tensor) -> Tensor:
+  x, _ = _ints(blocks)
+  return _f32(_int8(_seg(x, 2, 32))) * _f16(x, 0)
+
+def dequantize_q8_1(blocks: Tensor) -> Tensor:
+  # ggml's block_q8_1 {half d; half s; int8 qs[32]}: s = d * sum(qs) only serves dot products; the value is d * q
+  x, _ = _ints(blocks)
+  return _f32(_int8(_seg(x, 4, 32))) * _f16(x, 0)
+
+IQ4_NL_VALUES = (-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113)
+E2M1_X2 = (0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12)  # e2m1 values doubled; the scales carry the 0.5
+
+def dequantize_iq4_nl(blocks: Tensor) -> Tensor:
+  x, _ = _ints(blocks)
+  return _f16(x, 0) * _f32(_lookup(_nibbles32(x, 2), IQ4_NL_VALUES))
+
+def dequantize_mxfp4(blocks: Tensor) -> Tensor:
+  x, _ = _ints(blocks)
+  e = _seg(x, 0, 1).cast(dtypes.uint32)
+  # e8m0 scale halved: 2**(e-128) as float32 bits (subnormal for e < 2)
+  d = (e < 2).where(e.full_like(0x00200000) << e, (e - 1) << 23).bitcast(dtypes.float32)
+  return d * _f32(_lookup(_nibbles32(x, 1), E2M1_X2))
+
+def dequantize_nvfp4(blocks: Tensor) -> Tensor:
+  x, n = _ints(blocks)
+  s = _seg(x, 0, 4)
+  exp, man = (s >> 3) & 15, s & 7
+  # ue4m3 scale halved: (1 + man/8) * 2**(exp-8) for exp > 0, man * 2**-10 for exp == 0; the bytes 0x00 and 0x7f decode to 0
+  normal = (((exp + 119) << 23) | (man << 20)).bitcast(dtypes.float32)
+  d = (s.eq(0) | s.eq(0x7F)).where(0.0, exp.eq(0).where(_f32(man) * 2.0 ** -10, normal)).reshape(n, 4, 1)
+  q = _seg(x, 4, 32).reshape(n, 4, 8)
+  vals = (q & 15).cat(q >> 4, dim=-1)
+  return (d * _f32(_lookup(vals, E2M1_X2))).reshape(n, 64)
+
+# *** k-quants (256-element super-blocks) ***
+
+def _scale_min_k4(x: Tensor, start: int) -> tuple[Tensor, Tensor]:
+  """The 8 6-bit scales and 8 6-bit mins of Q4_K/Q5_K packed in 12 bytes at `start`."""
+  d, m, md = _seg(x, start, 4), _seg(x, start + 4, 4), _seg(x, start + 8, 4)
+  sc = (d & 63).cat((md & 15) | ((d >> 2) & 48), dim=1)
+  mn = (m & 63).cat((md >> 4) | ((m >> 2) & 48), dim=1)
+  return sc, mn
+
+def dequantize_q2_k(blocks: Tensor) -> Tensor:
+  x, n = _ints(blocks)
+  sc = _seg(x, 0, 16)
+  d, dmin = _f16(x, 80), _f16(x, 82)
+  dl, ml = (d * _f32(sc & 15)).reshape(n, 16, 1), (dmin * _f32(sc >> 4)).reshape(n, 16, 1)
+  q = _bits(_seg(x, 16, 64).reshape(n, 2, 32), (0, 2, 4, 6), 2, 3).reshape(n, 16, 16)
+  return (dl * _f32(q) - ml).reshape(n, 256)
+
+def dequantize_q3_k(blocks: Tensor) -> Tensor:
+  x, n = _ints(blocks)
+  d = _f16(x, 108)
+  low = _bits(_seg(x, 96, 8), (0, 4), 1, 15).reshape(n, 16)
+  high = _bits(_seg(x, 104, 4), (0, 2, 4, 6), 1, 3).reshape(n, 16)
+  dl = (d * _f32((low | (high << 4)) - 32)).reshape(n, 16, 1)
+  ql = _bits(_seg(x, 32, 64).reshape(n, 2, 32), (0, 2, 4, 6), 2, 3).reshape(n, 16, 16)
+  qh = _bits(_seg(x, 0, 32).reshape(n, 1, 32), tuple(range(8)), 2, 1).reshape(n, 16, 16) ^ 1  # the high bit set means no -4
+  return (dl * _f32(ql - (qh << 2))).reshape(n, 256)
+
+def dequantize_q4_k(blocks: Tensor) -> Tensor:
+  x, n = _ints(blocks)
+  sc, mn = _scale_min_k4(x, 4)
+  dd, dm = (_f16(x, 0) * _f32(sc)).reshape(n, 8, 1), (_f16(x, 2) * _f32(mn)).reshape(n, 8, 1)
+  q = _bits(_seg(x, 16, 128).reshape(n, 4, 32), (0, 4), 2, 15).reshape(n, 8, 32)
+  return (dd * _f32(q) - dm).reshape(n, 256)
+
+def dequantize_q5_k(blocks: Tensor) -> Tensor:
+  x, n = _ints(blocks)
+  sc, mn = _scale_min_k4(x, 4)
+  dd, dm = (_f16(x, 0) * _f32(sc)).reshape(n, 8, 1), (_f16(x, 2) * _f32(mn)).reshape(n, 8, 1)
+  ql = _bits(_seg(x, 48, 128).reshape(n, 4, 32), (0, 4), 2, 15).reshape(n, 8, 32)
+  qh = _bits(_seg(x, 16, 32).reshape(n, 1, 32), tuple(range(8)), 2, 1).reshape(n, 8, 32)
+  return (dd * _f32(ql | (qh << 4)) - dm).reshape(n, 256)
+
+def dequantize_q6_k(blocks: Tensor) -> Tensor:
+  x, n = _ints(blocks)
+  dd = (_f16(x, 208) * _f32(_int8(_seg(x, 192, 16)))).reshape(n, 16, 1)
+  ql = _bits(_seg(x, 0, 128).reshape(n, 2, 64), (0, 4), 2, 15).reshape(n, 8, 32)
+  qh = _bits(_seg(x, 128, 64).reshape(n, 2, 32), (0, 2, 4, 6), 2, 3).reshape(n, 8, 32)
+  q = ((ql | (qh << 4)) - 32).reshape(n, 16, 16)
+  return (dd * _f32(q)).reshape(n, 256)
+
+def dequantize_q8_k(blocks: Tensor) -> Tensor:
+  # ggml's block_q8_K {float d; int8 qs[256]; int16 bsums[16]}: bsums only serve dot products; the value is d * q
+  x, _ = _ints(blocks)
+  d = _le(x, 0, 1, 4, dtypes.uint32).bitcast(dtypes.float32)
+  return d * _f32(_int8(_seg(x, 4, 256)))
+
+# *** ternary ***
+
+def dequantize_tq1_0(blocks: Tensor) -> Tensor:
+  x, n = _ints(blocks)
+  # 5 (4 in qh) trits per byte as a fixed-point fraction: multiplying by 3**k (mod 256) brings trit k to the top, * 3 >> 8 reads it
+  p5, p4 = (1, 3, 9, 27, 81), (1, 3, 9, 27)
+  q0 = _seg(x, 0, 32).reshape(n, 1, 32) * _const(p5, x.device).reshape(1, 5, 1)
+  q1 = _seg(x, 32, 16).reshape(n, 1, 16) * _const(p5, x.device).reshape(1, 5, 1)
+  qh = _seg(x, 48, 4).reshape(n, 1, 4) * _const(p4, x.device).reshape(1, 4, 1)
+  q = q0.reshape(n, 160).cat(q1.reshape(n, 80), qh.reshape(n, 16), dim=1) & 255
+  return _f16(x, 52) * _f32(((q * 3) >> 8) - 1)
+
+def dequantize_tq2_0(blocks: Tensor) -> Tensor:
+  x, n = _ints(blocks)
+  q = _bits(_seg(x, 0, 64).reshape(n, 2, 32), (0, 2, 4, 6), 2, 3).reshape(n, 256)
+  return _f16(x, 64) * _f32(q - 1)
+
+# *** IQ (lattice) types ***
+
+def _db_iq2(d: Tensor, s: Tensor, mul: float) -> Tensor: return d * (0.5 + _f32(s)) * mul
+
+def dequantize_iq2_xxs(blocks: Tensor) -> Tensor:
+  x, n = _ints(blocks)
+  aux = _seg(x, 2, 64).reshape(n, 8, 8)
+  signs_word = _le(x, 2, 16, 4, dtypes.uint32).reshape(n, 8, 2)[..., 1]
+  db = _db_iq2(_f16(x, 0), signs_word >> 28, 0.25).reshape(n, 8, 1, 1)
+  si = _ksigns(_bits(signs_word, (0, 7, 14, 21), 2, 127).cast(dtypes.int32))
+  signs = _pm(_bits(si, tuple(range(8)), 3, 1))
+  grid = _grid(aux[..., 0:4], "IQ2_XXS")
+  return (db * grid * signs).reshape(n, 256)
+
+def dequantize_iq2_xs(blocks: Tensor) -> Tensor:
+  x, n = _ints(blocks)
+  qs = _le(x, 2, 32, 2)
+  sc = _bits(_seg(x, 66, 8), (0, 4), 2, 15).reshape(n, 16)
+  db = _db_iq2(_f16(x, 0), sc, 0.25).reshape(n, 16, 1, 1)
+  signs = _pm(_bits(_ksigns(qs >> 9), tuple(range(8)), 2, 1)).reshape(n, 16, 2, 8)
+  grid = _grid(qs & 511, "IQ2_XS").reshape(n, 16, 2, 8)
+  return (db * grid * signs).reshape(n, 256)
+
+def dequantize_iq2_s(blocks: Tensor) -> Tensor:
+  x, n = _ints(blocks)
+  sc = _bits(_seg(x, 74, 8), (0, 4), 2, 15).reshape(n, 16)
+  db = _db_iq2(_f16(x, 0), sc, 0.25).reshape(n, 16, 1, 1)
+  signs = _pm(_bits(_seg(x, 34, 32), tuple(range(8)), 2, 1)).reshape(n, 16, 2, 8)
+  qh = _bits(_seg(x, 66, 8), (0, 2, 4, 6), 2, 3).reshape(n, 32)
+  grid = _grid(_seg(x, 2, 32) | (qh << 8), "IQ2_S").reshape(n, 16, 2, 8)
+  return (db * grid * signs).reshape(n, 256)
+
+def dequantize_iq3_xxs(blocks: Tensor) -> Tensor:
+  x, n = _ints(blocks)
+  sw = _le(x, 66, 8, 4, dtypes.uint32)
+  db = _db_iq2(_f16(x, 0), sw >> 28, 0.5).reshape(n, 8, 1, 1)
+  si = _ksigns(_bits(sw, (0, 7, 14, 21), 2, 127).cast(dtypes.int32))
+  signs = _pm(_bits(si, tuple(range(8)), 3, 1))
+  grid = _grid(_seg(x, 2, 64), "IQ3_XXS").reshape(n, 8, 4, 8)
+  return (db * grid * signs).reshape(n, 256)
+
+def dequantize_iq3_s(blocks: Tensor) -> Tensor:
+  x, n = _ints(blocks)
+  sc = _bits(_seg(x, 106, 4), (0, 4), 2, 15).reshape(n, 8)
+  db = (_f16(x, 0) * _f32(1 + 2 * sc)).reshape(n, 8, 1, 1)
+  signs = _pm(_bits(_seg(x, 74, 32), tuple(range(8)), 2, 1)).reshape(n, 8, 4, 8)
+  qh = _bits(_seg(x, 66, 8), tuple(range(8)), 2, 1).reshape(n, 64)
+  grid = _grid(_seg(x, 2, 64) | (qh << 8), "IQ3_S").reshape(n, 8, 4, 8)
+  return (db * grid * signs).reshape(n, 256)
+
+IQ1_DELTA = 0.125
+
+def dequantize_iq1_s(blocks: Tensor) -> Tensor:
+  x, n = _ints(blocks)
+  qh = _le(x, 34, 8, 2)
+  dl = (_f16(x, 0) * _f32(2 * ((qh >> 12) & 7) + 1)).reshape(n, 8, 1, 1)
+  delta = (qh & 0x8000).eq(0).where(IQ1_DELTA, -IQ1_DELTA).cast(dtypes.float32).reshape(n, 8, 1, 1)
+  hi = _bits(qh, (0, 3, 6, 9), 2, 7).reshape(n, 32)
+  grid = _grid(_seg(x, 2, 32) | (hi << 8), "IQ1_S").reshape(n, 8, 4, 8)
+  return (dl * (grid + delta)).reshape(n, 256)
+
+def dequantize_iq1_m(blocks: Tensor) -> Tensor:
+  x, n = _ints(blocks)
+  sc = _le(x, 48, 4, 2)
+  # the fp16 super-block scale is split over the top nibble of the 4 scale words
+  dbits = ((sc[:, 0:1] & 0xF000) >> 12) | ((sc[:, 1:2] & 0xF000) >> 8) | ((sc[:, 2:3] & 0xF000) >> 4) | (sc[:, 3:4] & 0xF000)
+  d = _f16_bits_to_f32(dbits)
+  s3 = _bits(sc, (0, 3, 6, 9), 2, 7).reshape(n, 16)
+  dl = (d * _f32(2 * s3 + 1)).reshape(n, 8, 2, 1, 1)
+  qh = _bits(_seg(x, 32, 16), (0, 4), 2, 15).reshape(n, 32)
+  delta = (qh & 8).eq(0).where(IQ1_DELTA, -IQ1_DELTA).cast(dtypes.float32).reshape(n, 8, 2, 2, 1)
+  grid = _grid(_seg(x, 0, 32) | ((qh & 7) << 8), "IQ1_S").reshape(n, 8, 2, 2, 8)
+  return (dl * (grid + delta)).reshape(n, 256)
+
+def dequantize_iq4_xs(blocks: Tensor) -> Tensor:
+  x, n = _ints(blocks)
+  lo = _bits(_seg(x, 4, 4), (0, 4), 2, 15).reshape(n, 8)
+  hi = _bits(_le(x, 2, 1, 2).reshape(n), tuple(range(0, 16, 2)), 1, 3)
+  dl = (_f16(x, 0) * _f32((lo | (hi << 4)) - 32)).reshape(n, 8, 1)
+  q = _bits(_seg(x, 8, 128).reshape(n, 8, 16), (0, 4), 2, 15).reshape(n, 8, 32)
+  return (dl * _f32(_lookup(q, IQ4_NL_VALUES))).reshape(n, 256)
