@@ -160,3 +160,19 @@ def test_code_object_for_another_arch_is_refused():
 def test_no_kfd_raises_device_unavailable_suggesting_the_mock():
   with pytest.raises(DeviceUnavailableError, match=r"/dev/kfd.*DEV=MOCKKFD\+AMD"):
     KFDDevice()
+
+def test_close_destroys_queues_events_and_memory():
+  mock = MockKFD()
+  dev = _dev("gfx1100", mock)
+  dev.allocator.alloc(1 << 20)
+  dev.close()
+  assert all(not n.queues for n in mock.nodes) and list(mock._events) == []
+  assert mock.nodes[0].vram_used == 0 and mock.nodes[0].gtt_used == uapi.KFD_SIGNAL_EVENT_LIMIT * 8  # only the per-process event page is left
+  dev2 = _dev("gfx1100", mock)  # the process state (fd, event page) is reused by a new device
+  prog = AMDProgram(dev2, compile_ir(ADD, "gfx1100"), "add")
+  A = dev2.allocator.alloc(256)
+  dev2.allocator.copyin(A, memoryview(np.ones(64, np.float32)))
+  prog(A, A, A, grid=(1, 1, 1), block=(64, 1, 1))
+  out = np.empty(64, np.float32)
+  dev2.allocator.copyout(memoryview(out), A)
+  np.testing.assert_array_equal(out, np.full(64, 2, np.float32))

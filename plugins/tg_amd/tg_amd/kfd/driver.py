@@ -73,12 +73,22 @@ class KFDDevice(HCQCompiled):
       self.ioctl("AMDKFD_IOC_MAP_MEMORY_TO_GPU", handle=self.process.event_page_handle, device_ids_array_ptr=ctypes.addressof(ids), n_devices=1)
     self.event_page = self.process.event_page
     self.signal_pool = self.allocator.alloc(PAGE, host_visible=True)
+    self.signals: list[AMDSignal] = []
     self._free_signal_slots = list(range(PAGE // pk.AMD_SIGNAL.size))[::-1]
     self.kernarg_pool = self.allocator.alloc(1 << 20, host_visible=True)
     self._kernarg_next = 0
     self.compute_queue = AQLRing(self)
     self.copy_queue = SDMARing(self)
     self.timeline_signal = self.new_signal("timeline")
+
+  def close(self) -> None:
+    """Destroy this device's queues and signal events and free its memory (the per-process event page stays)."""
+    for ring in (self.compute_queue, self.copy_queue):
+      self.ioctl("AMDKFD_IOC_DESTROY_QUEUE", queue_id=ring.queue_id)
+      self.os.munmap(ring.doorbell_page)
+    for sig in self.signals: self.ioctl("AMDKFD_IOC_DESTROY_EVENT", event_id=sig.event_id)
+    for va in [va for va in self.allocator.handles if va != self.event_page.va]: self.allocator.free(self.allocator.buffers[va])
+    self.os.close(self.drm_fd)
 
   def ioctl(self, name: str, **fields: int) -> ctypes.Structure:
     req, st = uapi.IOCTLS[name]
@@ -93,7 +103,8 @@ class KFDDevice(HCQCompiled):
 
   def new_signal(self, name: str) -> AMDSignal:
     if not self._free_signal_slots: raise HCQQueueError(f"signal pool of {PAGE // pk.AMD_SIGNAL.size} signals exhausted; destroy unused signals")
-    return AMDSignal(self, name, self._free_signal_slots.pop())
+    self.signals.append(sig := AMDSignal(self, name, self._free_signal_slots.pop()))
+    return sig
 
   def kernargs(self, data: bytes) -> int:
     """Copy a kernarg segment into the (host-visible) kernarg ring; wraps around, so it must not outrun the device by a whole ring."""
@@ -225,7 +236,8 @@ class KFDAllocator(HCQAllocator):
   STAGING = 1 << 21
   def __init__(self, dev: KFDDevice):
     self.dev = dev
-    self.handles: dict[int, int] = {}
+    self.handles: dict[int, int] = {}  # va -> KFD memory handle
+    self.buffers: dict[int, HCQBuffer] = {}
     self._staging: HCQBuffer | None = None
 
   def alloc(self, size: int, host_visible: bool = False) -> HCQBuffer:
@@ -244,10 +256,14 @@ class KFDAllocator(HCQAllocator):
     if mapped.n_success != 1: raise KFDIoctlError("AMDKFD_IOC_MAP_MEMORY_TO_GPU", errno.EIO, mapped, f"mapped on {mapped.n_success} of 1 GPUs")
     view = dev.os.mmap(va, size, dev.drm_fd, mem.mmap_offset) if host_visible else None
     self.handles[va] = mem.handle
-    return HCQBuffer(va, size, view)
+    self.buffers[va] = buf = HCQBuffer(va, size, view)
+    return buf
 
   def free(self, buf: HCQBuffer) -> None:
+    if buf.va not in self.handles: raise ValueError(f"free of 0x{buf.va:x}, which this allocator did not allocate (or freed already)")
     dev, handle = self.dev, self.handles.pop(buf.va)
+    del self.buffers[buf.va]
+    if buf is self._staging: self._staging = None
     if buf.cpu_view is not None: dev.os.munmap(buf.cpu_view)
     ids = (ctypes.c_uint32 * 1)(dev.gpu_id)
     dev.ioctl("AMDKFD_IOC_UNMAP_MEMORY_FROM_GPU", handle=handle, device_ids_array_ptr=ctypes.addressof(ids), n_devices=1)

@@ -297,7 +297,7 @@ class MockKFD:
     entry = kd_off + kd.kernel_code_entry_byte_offset
     # decode from the entry up to the descriptor: LLVM lays .text out before the .rodata holding the descriptors
     code_size = kd_off - entry if entry < kd_off else alloc.size - entry
-    name = f"kernel@0x{kernel_object:x}"
+    name = f"kernel.kd@0x{kd_off:x}"  # by offset in the image: the emulator caches decoded code objects by image content
     co = CodeObject(q.arch, image if entry < kd_off else alloc.buf.tobytes(), {name + ".kd": (kd_off, 64)},
                     {name: KernelInfo(name, entry, code_size, kd, {})})
     kernargs = self.mem.read(kernarg_address, kd.kernarg_size) if kd.kernarg_size else b""

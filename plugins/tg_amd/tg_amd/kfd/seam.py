@@ -40,7 +40,8 @@ class LinuxOS:
     fcntl.ioctl(fd, request, arg, True)  # type: ignore[call-overload]
 
   def _mmap(self, addr: int, size: int, prot: int, flags: int, fd: int, offset: int) -> int:
-    ret = self.libc.mmap(addr or None, size, prot, flags, fd, offset)
+    # KFD's mmap offsets carry a type in bits 62-63 (e.g. KFD_MMAP_TYPE_DOORBELL): pass them as the signed off_t they are
+    ret = self.libc.mmap(addr or None, size, prot, flags, fd, offset - (1 << 64) if offset >= 1 << 63 else offset)
     if ret is None or ret == ctypes.c_void_p(-1).value:
       err = ctypes.get_errno()
       raise OSError(err, f"mmap of {size} bytes at offset 0x{offset:x} of fd {fd} failed: {os.strerror(err)}")
