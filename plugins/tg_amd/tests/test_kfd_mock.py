@@ -11,7 +11,8 @@ from tg_core.hcq import HCQQueueError, HCQTimeoutError
 from tg_amd.kfd import uapi
 from tg_amd.kfd.driver import AMDComputeQueue, AMDCopyQueue, AMDProgram, KFDDevice
 from tg_amd.kfd.errors import KFDIoctlError, KFDOutOfMemoryError
-from tg_amd.kfd.mock import MockKFD
+from tg_amd.emu import AMDEmuMemoryFault
+from tg_amd.kfd.mock import MockKFD, MockKFDError
 from tg_amd.kfd.topology import gpu_nodes
 
 ARCHS = {"gfx1100": 0, "gfx942": 1}  # MockKFD's GPU node order
@@ -176,3 +177,33 @@ def test_close_destroys_queues_events_and_memory():
   out = np.empty(64, np.float32)
   dev2.allocator.copyout(memoryview(out), A)
   np.testing.assert_array_equal(out, np.full(64, 2, np.float32))
+
+@pytest.mark.parametrize("arch", list(ARCHS))
+def test_lds_and_barriers_across_waves_through_the_driver(arch: str):
+  from test_emu_kernels import LDS_REDUCE  # a 256-wide workgroup tree reduction in LDS with s_barrier between steps
+  dev = _dev(arch)
+  prog = AMDProgram(dev, compile_ir(LDS_REDUCE, arch), "reduce")
+  assert prog.group_segment_size == 256 * 4
+  x = np.random.default_rng(3).standard_normal((3, 256)).astype(np.float32)
+  X, O = dev.allocator.alloc(x.nbytes), dev.allocator.alloc(3 * 4)
+  dev.allocator.copyin(X, memoryview(x))
+  prog(O, X, grid=(3, 1, 1), block=(256, 1, 1))
+  want = x.copy()
+  s = 128
+  while s: want[:, :s] += want[:, s:2 * s]; s //= 2  # the kernel's summation order, in float32
+  out = np.empty(3, np.float32)
+  dev.allocator.copyout(memoryview(out), O)
+  np.testing.assert_array_equal(out, want[:, 0])
+
+def test_unknown_aql_packet_is_a_typed_error_naming_it():
+  dev = _dev("gfx1100")
+  bogus = bytes([7, 0]) + bytes(62)  # packet type 7 is not one the packet processor runs
+  with pytest.raises(MockKFDError, match=r"AQL queue \d+ packet 0: header 0x0007 \(type 7\)"):
+    AMDComputeQueue()._add(bogus).submit(dev)
+
+def test_kernel_memory_fault_surfaces_from_the_dispatch():
+  dev = _dev("gfx1100")
+  prog = AMDProgram(dev, compile_ir(ADD, "gfx1100"), "add")
+  A = dev.allocator.alloc(256)
+  with pytest.raises(AMDEmuMemoryFault, match="outside every allocation"):
+    prog(A, A, A, grid=(128, 1, 1), block=(64, 1, 1))  # 8192 work-items over a 4 KiB buffer
