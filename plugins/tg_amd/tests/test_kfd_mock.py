@@ -207,3 +207,18 @@ def test_kernel_memory_fault_surfaces_from_the_dispatch():
   A = dev.allocator.alloc(256)
   with pytest.raises(AMDEmuMemoryFault, match="outside every allocation"):
     prog(A, A, A, grid=(128, 1, 1), block=(64, 1, 1))  # 8192 work-items over a 4 KiB buffer
+
+def test_kernarg_ring_wraps_after_waiting_for_queued_dispatches():
+  mock = MockKFD()
+  dev = _dev("gfx1100", mock)
+  prog = AMDProgram(dev, compile_ir(ADD, "gfx1100"), "add")
+  a = np.arange(64, dtype=np.float32)
+  A, O = dev.allocator.alloc(256), dev.allocator.alloc(256)
+  dev.allocator.copyin(A, memoryview(a))
+  dev._kernarg_next = dev.kernarg_pool.size - 64  # the next segment (over 64 bytes) doesn't fit: the ring wraps
+  prog(O, A, A, grid=(1, 1, 1), block=(64, 1, 1), wait=False)
+  assert dev._kernarg_next == prog.layout.size + (-prog.layout.size % 64)  # restarted at the ring's start
+  dev.synchronize(1.0)
+  out = np.empty(64, np.float32)
+  dev.allocator.copyout(memoryview(out), O)
+  np.testing.assert_array_equal(out, a + a)

@@ -107,9 +107,13 @@ class KFDDevice(HCQCompiled):
     return sig
 
   def kernargs(self, data: bytes) -> int:
-    """Copy a kernarg segment into the (host-visible) kernarg ring; wraps around, so it must not outrun the device by a whole ring."""
+    """Copy a kernarg segment into the (host-visible) kernarg ring. Before wrapping around it waits for every submitted dispatch,
+    so a segment is never overwritten while a queued kernel may still read it."""
     size = round_up(len(data), 64)
-    if self._kernarg_next + size > self.kernarg_pool.size: self._kernarg_next = 0
+    if size > self.kernarg_pool.size: raise HCQQueueError(f"kernarg segment of {len(data)} bytes exceeds the {self.kernarg_pool.size}-byte kernarg ring")
+    if self._kernarg_next + size > self.kernarg_pool.size:
+      self.synchronize(self.timeout_s)
+      self._kernarg_next = 0
     off, self._kernarg_next = self._kernarg_next, self._kernarg_next + size
     assert self.kernarg_pool.cpu_view is not None
     self.kernarg_pool.cpu_view[off:off + len(data)] = data
