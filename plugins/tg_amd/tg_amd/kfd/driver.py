@@ -30,8 +30,8 @@ class KFDProcess:
   """What KFD keeps once per process (per address space), shared by every GPU node opened: the /dev/kfd fd and the event page."""
   kfd: int
   event_page: HCQBuffer | None = None
-  event_page_handle: int = 0  # handed to KFD with the first signal event, then 0
-  pending_event_page: int = 0
+  event_page_handle: int = 0  # its KFD memory handle
+  pending_event_page: int = 0  # the handle until the first signal event hands it to KFD, then 0
 
 _PROCESSES: weakref.WeakKeyDictionary[OSInterface, KFDProcess] = weakref.WeakKeyDictionary()  # OS seam -> its process state
 _LINUX: list[LinuxOS] = []
@@ -41,7 +41,8 @@ def _process(os_: OSInterface) -> KFDProcess:
     try: fd = os_.open("/dev/kfd")
     except OSError as e:
       raise DeviceUnavailableError(f"AMD: can't open /dev/kfd ({e.strerror or e}): no AMD GPU with the amdgpu/KFD driver here. "
-                                   "Use DEV=MOCKKFD+AMD to run on the mock KFD and its emulator") from e
+                                   "Use DEV=MOCKKFD+AMD to run on the mock KFD and its emulator (until the AMD device is registered "
+                                   "with tg_core: KFDDevice(os_=tg_amd.kfd.mock.MockKFD()))") from e
     _PROCESSES[os_] = KFDProcess(fd)
   return _PROCESSES[os_]
 
