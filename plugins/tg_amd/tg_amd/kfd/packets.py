@@ -6,7 +6,7 @@ half-written packet; `completion_signal` is decremented by one when the packet c
 (ROCr's hsa_ext_amd.h, hsa_amd_barrier_value_packet_t) waits until (signal & mask) <cond> value. The signal object is ROCr's
 amd_signal_t (amd_hsa_signal.h): 64 bytes, int64 value at offset 8, event mailbox pointer at 16 and event id at 24.
 SDMA (gfx9+ SDMA v4-v6 packet layouts, as in the amdgpu kernel driver's sdma_v*_0 ring code): COPY_LINEAR (op 1, sub-op 0, count =
-bytes - 1) and ATOMIC (op 10) with ADD64; these SDMA encodings are transcribed, not checked against a header on this machine."""
+bytes - 1) and ATOMIC (op 10) with ADD64 (= 47, in header bits 25-31); transcribed, no header on this machine to check against."""
 from __future__ import annotations
 import struct
 
