@@ -18,6 +18,16 @@ class Memory:
     self._bases.append(addr); self._bufs.append(np.zeros(size, np.uint8))
     return addr
 
+  def alloc_at(self, addr: int, size: int) -> np.ndarray:
+    """An allocation at a fixed address (the mock KFD's GPU VA, chosen by the driver); returns its backing bytes, which host
+    mappings of it share. Overlapping an existing allocation raises."""
+    if size <= 0: raise ValueError(f"allocation size must be positive, got {size}")
+    i = bisect.bisect_right(self._bases, addr)
+    if (i > 0 and self._bases[i - 1] + len(self._bufs[i - 1]) > addr) or (i < len(self._bases) and self._bases[i] < addr + size):
+      raise ValueError(f"allocation 0x{addr:x}+{size} overlaps an existing one")
+    self._bases.insert(i, addr); self._bufs.insert(i, buf := np.zeros(size, np.uint8))
+    return buf
+
   def alloc_bytes(self, data: bytes | np.ndarray, align: int = 256) -> int:
     raw = np.frombuffer(bytes(data), np.uint8) if isinstance(data, bytes | bytearray) else np.ascontiguousarray(data).view(np.uint8).reshape(-1)
     addr = self.alloc(max(len(raw), 1), align)
