@@ -140,6 +140,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, RandomMixin,
   def schedule_with_vars(self, *lst: Tensor) -> tuple[list, dict[str, int]]:
     from tg_core.schedule.cache import create_schedule_cached
     from tg_core.function import resolve_calls
+    from tg_core.schedule.variables import has_binds, rebind, unbind_graph, var_vals_of
     sink = UOp.sink(*[t.uop for t in (self, *lst)])
     if SPEC:  # the spec tables load only when checked
       from tg_core.uop.spec import spec_tensor, verify_if_spec
@@ -151,7 +152,14 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, RandomMixin,
           t.uop = nu
           if nu.op is Ops.AFTER: after_holders[id(t)] = t
       sink, topo = resolved, None
-    items, becomes = create_schedule_cached(sink, topo)
+    var_vals: dict[str, int] = {}
+    if has_binds(topo if topo is not None else (topo := list(sink.toposort()))):
+      # bound values are runtime arguments: schedule (and cache) the graph over the bare Variables, then bind the results again
+      sink, unbound, binds = unbind_graph(sink, topo)
+      items, ubecomes = create_schedule_cached(sink)
+      becomes = {old: rebind(ubecomes[new], binds) for old, new in unbound.items() if new in ubecomes}
+      var_vals = var_vals_of(binds)
+    else: items, becomes = create_schedule_cached(sink, topo)
     if becomes:
       # the realized tensors now hold their buffers. Other tensors with an identical (hash-consed) graph keep it: giving
       # them the same buffer would alias them, and a later assign to one would change the other. An assign (AFTER) is
@@ -159,7 +167,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, RandomMixin,
       for t in (self, *lst): t.uop = becomes.get(t.uop, t.uop)
       for t in list(after_holders.values()):
         if t.uop.op is Ops.AFTER and (nu := becomes.get(t.uop)) is not None: t.uop = nu
-    return items, {}
+    return items, var_vals
   def schedule(self, *lst: Tensor) -> list:
     """The kernels that realize these tensors, in order. The tensors now refer to their (not yet filled) buffers: run the
     items with `tg_core.engine.realize.run_schedule`."""

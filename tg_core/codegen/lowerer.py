@@ -12,7 +12,8 @@ from tg_core.uop.rewrite import graph_rewrite
 # *** output (LOOP) ranges -> grid indices for renderers that launch a grid ***
 def add_gpudims(ast: UOp, global_max: tuple[int, ...] | None) -> UOp:
   if global_max is None: return ast
-  loops = [u for u in ast.toposort() if u.op is Ops.RANGE and u.arg[1] in (AxisType.LOOP, AxisType.GLOBAL)]
+  # a loop of symbolic size (a bound Variable's) stays a loop in the kernel: the grid is concrete for every value
+  loops = [u for u in ast.toposort() if u.op is Ops.RANGE and u.arg[1] in (AxisType.LOOP, AxisType.GLOBAL) and u.src[0].op is Ops.CONST]
   # LOCAL ranges (from the LOCAL opt) become workgroup indices
   subs: dict[UOp, UOp] = {r: UOp.special(r.src[0], f"lidx{i}") for i, r in
                           enumerate(sorted([u for u in ast.toposort() if u.op is Ops.RANGE and u.arg[1] is AxisType.LOCAL], key=lambda r: r.arg[0]))}

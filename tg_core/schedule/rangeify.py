@@ -162,6 +162,8 @@ def build_kernel(root: UOp, realized: dict[UOp, UOp], out_view: UOp) -> tuple[UO
     store = out_idx.store(val)
     for r in reversed([r for r in rngs if r.op is Ops.RANGE]): store = UOp(Ops.END, dtypes.void, (store, r))
     ast = UOp.sink(store, arg=KernelInfo(name=kernel_name(shape, kb.has_reduce)))
+    # Variables in symbolic shapes (range ends, view offsets) are the kernel's ALU params too
+    if vs := {u: kb.variable(u) for u in ast.toposort() if u.is_variable}: ast = ast.substitute(vs)
   finally: sys.setrecursionlimit(old)
   bufs = tuple(kb.params)
   return ast, bufs, kb.var_vals

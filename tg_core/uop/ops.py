@@ -201,7 +201,7 @@ class UOp(metaclass=UOpMetaClass):
       case Ops.PAD:
         ps = self.src[0]._shape
         return None if ps is None else tuple(_sadd(_sadd(s, b), e) for s, (b, e) in zip(ps, self.arg))
-      case Ops.SHRINK: return tuple(e if _is_zero(b) else e - b for b, e in self.arg)  # no `n+0` shapes from (0, n) shrinks
+      case Ops.SHRINK: return tuple(_ssub(e, b) for b, e in self.arg)  # no `n+0` shapes from (0, n) shrinks
       case Ops.FLIP: return self.src[0]._shape
       case Ops.REDUCE_AXIS:
         ps = self.src[0]._shape
@@ -604,7 +604,9 @@ def cmod(x: int, y: int) -> int:
   return x - cdiv(x, y) * y if y != 0 else 0
 
 def _is_zero(x: sint) -> bool: return isinstance(x, int) and x == 0
-def _sadd(a: sint, b: sint) -> sint: return a if _is_zero(b) else b if _is_zero(a) else a + b
+# symbolic sizes are simplified as they are made: `(i+2) - i` is the int 2, so views of bound Variables keep concrete dims
+def _sadd(a: sint, b: sint) -> sint: return a if _is_zero(b) else b if _is_zero(a) else ssimplify(a + b)
+def _ssub(a: sint, b: sint) -> sint: return a if _is_zero(b) else ssimplify(a - b)
 
 def sint_to_uop(x: sint, dtype: DType = dtypes.weakint) -> UOp: return UOp.const(dtype, x) if isinstance(x, int) else x
 
@@ -673,7 +675,10 @@ def smax(*lst: sint) -> sint:
 def smin(*lst: sint) -> sint:
   vals = lst[0] if len(lst) == 1 and isinstance(lst[0], (tuple, list)) else lst
   return functools.reduce(lambda a, b: b.minimum(a) if isinstance(b, UOp) else a.minimum(b) if isinstance(a, UOp) else min(a, b), vals)
-def ssimplify(x: sint) -> sint: return x.simplify() if isinstance(x, UOp) else x
+def ssimplify(x: sint) -> sint:
+  """A simplified size: a Python int when it folds to a constant (as tinygrad's ssimplify)."""
+  if not isinstance(x, UOp): return x
+  return ret.arg if (ret := x.simplify()).op is Ops.CONST else ret
 
 def Variable(name: str, min_val: ConstType, max_val: ConstType, dtype: DType = dtypes.weakint) -> UOp:
   return UOp.variable(name, min_val, max_val, dtype)
