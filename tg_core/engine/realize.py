@@ -19,6 +19,9 @@ def buffer_of(u: UOp, allocate: bool = True) -> Buffer:
   if allocate and not b.is_allocated(): b.allocate()
   return b
 
+class UnboundVariableError(RuntimeError):
+  """A kernel over a Variable was run without a value for it."""
+
 class CompiledRunner:
   """A kernel compiled for one device, callable on buffers."""
   def __init__(self, device: str, ast: UOp, opts: list | None = None):
@@ -31,7 +34,9 @@ class CompiledRunner:
     self.compile_time = time.perf_counter() - st
     self.device = device
   def __call__(self, bufs: list[Buffer], var_vals: dict[str, int], wait: bool = False) -> float | None:
-    vals = tuple(var_vals[v.arg.name] for v in self.p.vars)
+    try: vals = tuple(var_vals[v.arg.name] for v in self.p.vars)
+    except KeyError as e: raise UnboundVariableError(f"kernel {self.p.name} needs Variable {e.args[0]!r}, which has no value: bind it, "
+                                                     f"Variable(...).bind(n)") from None
     gs = tuple(self.p.global_size) + (1,) * (3 - len(self.p.global_size)) if len(self.p.global_size) <= 3 else tuple(self.p.global_size)
     return self.prg(*[b._buf for b in bufs], global_size=gs, local_size=tuple(self.p.local_size or (1, 1, 1)), vals=vals, wait=wait)
 
@@ -72,4 +77,4 @@ def run_schedule(items: list[ScheduleItem], var_vals: dict[str, int] | None = No
       print(f"{colored(f'*** {device[:7]:7s} {GlobalCounters.kernel_count:4d}', 'magenta' if si.ast.op is Ops.COPY else 'green')} "
             f"{name:40s} tm {time_to_str(et)} ({GlobalCounters.time_sum_s*1e3:9.2f} ms total)")
 
-__all__ = ["run_schedule", "buffer_of", "buffers", "get_runner", "CompiledRunner"]
+__all__ = ["UnboundVariableError", "run_schedule", "buffer_of", "buffers", "get_runner", "CompiledRunner"]

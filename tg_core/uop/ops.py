@@ -304,7 +304,7 @@ class UOp(metaclass=UOpMetaClass):
   def bind(self, val: int) -> UOp:
     if not self.is_variable: raise RuntimeError(f"can only bind a variable, not {self.op}")
     lo, hi = self.arg.vmin_vmax
-    if not lo <= val <= hi: raise ValueError(f"bind {val} out of range for variable {self.arg.name!r} [{lo}, {hi}]")
+    if not lo <= val <= hi: raise VariableRangeError(f"bind {val} out of range for variable {self.arg.name!r} [{lo}, {hi}]: bind a value in its range")
     return UOp(Ops.BIND, self.dtype, (self, self.const_like(val)))
   def unbind(self) -> tuple[UOp, int]:
     assert self.op is Ops.BIND, f"can't unbind {self.op}"
@@ -596,6 +596,9 @@ class UOp(metaclass=UOpMetaClass):
 _OPAQUE_CALL_BODIES = {Ops.SINK, Ops.PROGRAM, Ops.LINEAR, Ops.COPY, Ops.CUSTOM_FUNCTION}
 UOp._OPAQUE_CALL_BODIES = _OPAQUE_CALL_BODIES  # type: ignore[attr-defined]
 
+class VariableRangeError(ValueError, AssertionError):
+  """A Variable bound to a value outside its [min, max]. A ValueError (and an AssertionError, as tinygrad raises)."""
+
 def cdiv(x: int, y: int) -> int:
   """C-style integer division: the quotient truncates toward zero (Python's // floors)."""
   return abs(x) // abs(y) * (1 if (x < 0) == (y < 0) else -1) if y != 0 else 0
@@ -658,16 +661,18 @@ def sym_infer(uop: UOp | int, var_vals: dict[UOp, int] | dict[str, int]) -> int:
   if isinstance(uop, (int, float)): return uop
   vals: dict[str, int] = {(k.arg.name if isinstance(k, UOp) else k): v for k, v in var_vals.items()}
   cache: dict[UOp, Any] = {}
+  def get(s: UOp) -> Any:
+    if (v := cache[s]) is _MISSING: raise KeyError(f"no value for variable {s.arg.name!r}")
+    return v
   for u in uop.toposort():
     if u.op is Ops.CONST: cache[u] = u.arg
-    elif u.is_variable or (u.op is Ops.PARAM and u.arg.addrspace is AddrSpace.ALU):
-      if u.arg.name not in vals: raise KeyError(f"no value for variable {u.arg.name!r}")
-      cache[u] = vals[u.arg.name]
-    elif u.op is Ops.BIND: cache[u] = cache[u.src[1]]
-    elif u.op is Ops.CAST: cache[u] = dtypes.as_const(cache[u.src[0]], u.dtype)
-    elif u.op in GroupOp.ALU: cache[u] = exec_alu(u.op, u.dtype, [cache[s] for s in u.src])
+    # a bound Variable takes the value given for its Variable, else its bound value
+    elif u.op is Ops.BIND: cache[u] = vals.get(u.src[0].arg.name, u.src[1].arg)
+    elif u.is_variable or (u.op is Ops.PARAM and u.arg.addrspace is AddrSpace.ALU): cache[u] = vals.get(u.arg.name, _MISSING)
+    elif u.op is Ops.CAST: cache[u] = dtypes.as_const(get(u.src[0]), u.dtype)
+    elif u.op in GroupOp.ALU: cache[u] = exec_alu(u.op, u.dtype, [get(s) for s in u.src])
     else: raise RuntimeError(f"sym_infer can't evaluate {u.op}")
-  return cache[uop]
+  return get(uop)
 
 def smax(*lst: sint) -> sint:
   vals = lst[0] if len(lst) == 1 and isinstance(lst[0], (tuple, list)) else lst
@@ -686,4 +691,4 @@ def Variable(name: str, min_val: ConstType, max_val: ConstType, dtype: DType = d
 def identity_element(op: Ops, dt: DType) -> ConstType: return dtypes.as_const({Ops.ADD: 0, Ops.MUL: 1, Ops.MAX: dt.min}[op], dt)
 
 __all__ = ["UOp", "ParamArg", "CallInfo", "KernelInfo", "AxisType", "sint", "resolve", "sym_infer", "smax", "smin", "ssimplify",
-           "Variable", "identity_element", "exec_alu", "cdiv", "cmod", "UOpMetaClass"]
+           "Variable", "VariableRangeError", "identity_element", "exec_alu", "cdiv", "cmod", "UOpMetaClass"]

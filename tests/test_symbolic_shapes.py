@@ -1,0 +1,223 @@
+"""Symbolic shapes: bound Variables in views, creation shapes, elementwise, reductions, matmul and attention, against numpy.
+
+Cases follow tinygrad's test_symbolic_ops.py / test_symbolic_jit.py / test_symbolic_shapetracker.py: a tensor whose
+shape holds a bound Variable is computed for the Variable's value, in a buffer of the Variable's largest size;
+shrinking it to a concrete shape (`t[:3, :i]`) reads the result. Each kernel is compiled once for the Variable's range."""
+from __future__ import annotations
+import numpy as np
+import pytest
+
+from tg_core import Tensor, TinyJit, Variable, dtypes
+from tg_core.uop import Ops
+from tg_core.uop.ops import UOp, sym_infer
+
+rng = np.random.default_rng(7)
+def rnd(*s: int) -> np.ndarray: return rng.standard_normal(s).astype(np.float32)
+
+def close(a: np.ndarray, b: np.ndarray, tol: float = 1e-5) -> None: np.testing.assert_allclose(a, b, atol=tol, rtol=tol)
+
+# *** shapes ***
+
+def test_issue_example_slice_plus_one():
+  ones = Tensor.ones(10).contiguous()
+  t = ones[:Variable("i", 1, 10).bind(2)] + 1
+  assert isinstance(t.shape[0], UOp) and t.shape[0].op is Ops.BIND and t.shape[0].unbind()[1] == 2
+  t.realize()
+  assert isinstance(t.shape[0], UOp) and t.shape[0].unbind()[1] == 2  # realizing keeps the bound shape
+  np.testing.assert_equal(t[:2].numpy(), np.full(2, 2.0, np.float32))
+
+def test_shape_arithmetic_folds():
+  vi = Variable("i", 1, 8).bind(3)
+  a = Tensor(rnd(7, 11))
+  assert a[3:5, vi:vi+2].shape == (2, 2)  # (i+2) - i is the int 2
+  assert a[:, :vi].pad(((0, 0), (0, 10 - vi))).shape == (7, 10)
+
+def test_numpy_of_symbolic_shape_raises():
+  t = Tensor.ones(10).contiguous()[:Variable("i", 1, 10).bind(4)] * 2
+  with pytest.raises(AssertionError, match="symbolic"): t.numpy()
+  with pytest.raises(AssertionError, match="symbolic"): t.tolist()
+
+def test_sym_infer_shape():
+  v = Variable("n", 1, 100)
+  x = Tensor.ones(100).contiguous()[:v.bind(37)].reshape(1, v.bind(37)).pad(((0, 0), (2, 3)))
+  assert tuple(sym_infer(s, {v: 37}) for s in x.shape) == (1, 42)
+  assert tuple(sym_infer(s, {"n": 5}) for s in x.shape) == (1, 10)
+  assert sym_infer(x.shape[1], {}) == 42  # a bound Variable without a given value takes its bound value
+  with pytest.raises(KeyError, match="n"): sym_infer(v * 2 + 5, {})
+
+# *** ops (tinygrad's test_symbolic_ops) ***
+
+def test_plus1():
+  a = rnd(3, 10)
+  ta = Tensor(a)
+  for i in range(1, 5):
+    vi = Variable("i", 1, 10).bind(i)
+    close((ta[:, :vi] + 1).realize()[:3, :i].numpy(), a[:, :i] + 1)
+
+def test_plus1_pad():
+  a = rnd(3, 10)
+  ta = Tensor(a)
+  for i in range(1, 5):
+    vi = Variable("i", 1, 10).bind(i)
+    x = ta[:, :vi] + 1
+    out = x.pad((None, (0, 10 - x.shape[1]))).realize()
+    assert out.shape == (3, 10)
+    close(out.numpy(), np.pad(a[:, :i] + 1, ((0, 0), (0, 10 - i))))
+
+def test_add():
+  a, b = rnd(3, 10), rnd(3, 10)
+  ta, tb = Tensor(a), Tensor(b)
+  for i in range(1, 5):
+    vi = Variable("i", 1, 10).bind(i)
+    close((ta[:, :vi] + tb[:, :vi]).realize()[:, :i].numpy(), a[:, :i] + b[:, :i])
+
+def test_matmul_symbolic_inner_dim():
+  a, b = rnd(3, 10), rnd(10, 5)
+  ta, tb = Tensor(a), Tensor(b)
+  for i in range(1, 5):
+    vi = Variable("i", 1, 10).bind(i)
+    close((ta[:, :vi] @ tb[:vi, :]).numpy(), a[:, :i] @ b[:i, :])
+
+@pytest.mark.parametrize("order", ["ij", "ji"])
+def test_two_vars_matmul_plus1(order: str):
+  a, b = rnd(10, 3), rnd(3, 10)
+  ta, tb = Tensor(a), Tensor(b)
+  for i in range(2, 4):
+    for j in range(2, 4):
+      vi, vj = Variable("i", 1, 10).bind(i), Variable("j", 1, 10).bind(j)
+      (p, q), (m, n) = ((vi, vj), (i, j)) if order == "ij" else ((vj, vi), (j, i))
+      close((ta[:p, :] @ tb[:, :q] + 1).realize()[:m, :n].numpy(), a[:m] @ b[:, :n] + 1)
+
+def test_attention():
+  q, k, v = rnd(2, 1, 4, 8), rnd(2, 10, 4, 8), rnd(2, 10, 4, 8)
+  tq, tk, tv = Tensor(q), Tensor(k), Tensor(v)
+  def ref(i: int) -> np.ndarray:
+    qq, kk, vv = q.transpose(0, 2, 1, 3), k[:, :i].transpose(0, 2, 1, 3), v[:, :i].transpose(0, 2, 1, 3)
+    s = qq @ kk.transpose(0, 1, 3, 2) / np.sqrt(8)
+    e = np.exp(s - s.max(-1, keepdims=True))
+    return (e / e.sum(-1, keepdims=True)) @ vv
+  for i in range(1, 5):
+    vi = Variable("i", 1, 10).bind(i)
+    out = Tensor.scaled_dot_product_attention(tq.transpose(1, 2), tk[:, :vi].transpose(1, 2), tv[:, :vi].transpose(1, 2)).realize()
+    assert out.shape == (2, 4, 1, 8)
+    close(out.numpy(), ref(i))
+
+def test_softmax_over_symbolic_axis():
+  a = rnd(4, 10)
+  ta = Tensor(a)
+  for i in (1, 3, 10):
+    x = ta[:, :Variable("i", 1, 10).bind(i)].softmax(-1).realize()
+    e = np.exp(a[:, :i] - a[:, :i].max(-1, keepdims=True))
+    close(x[:, :i].numpy(), e / e.sum(-1, keepdims=True))
+
+@pytest.mark.parametrize("dim", [0, 1])
+def test_cat(dim: int):
+  a, b = rnd(10, 10), rnd(2, 3) if dim == 0 else rnd(3, 2)
+  ta, tb = Tensor(a), Tensor(b)
+  for i in range(1, 5):
+    vi = Variable("i", 1, 10).bind(i)
+    x = ta[:vi, :3] if dim == 0 else ta[:3, :vi]
+    out = x.cat(tb, dim=dim).realize()
+    ref = np.concatenate([a[:i, :3] if dim == 0 else a[:3, :i], b], axis=dim)
+    close((out[:i+2, :3] if dim == 0 else out[:3, :i+2]).numpy(), ref)
+
+def test_cat_two_vars():
+  a, b = rnd(10, 3), rnd(10, 3)
+  ta, tb = Tensor(a), Tensor(b)
+  for i, j in [(2, 3), (4, 2)]:
+    vi, vj = Variable("i", 1, 10).bind(i), Variable("j", 1, 10).bind(j)
+    close(ta[:vi].cat(tb[:vj], dim=0).realize()[:i+j].numpy(), np.concatenate([a[:i], b[:j]]))
+
+def test_shrink_and_slice_symbolic_start():
+  a = rnd(7, 11)
+  ta = Tensor(a)
+  for i in range(1, 5):
+    vi = Variable("i", 1, 8).bind(i)
+    close(ta.shrink(((3, 5), (vi, vi + 2))).numpy(), a[3:5, i:i+2])
+    close(ta[3:5, vi:vi+2].numpy(), a[3:5, i:i+2])
+    close(ta[3:5, :vi:1][:2, :i].numpy(), a[3:5, :i])
+    close(ta[:, vi].numpy(), a[:, i])
+
+def test_expand_padded():
+  a = Tensor(1).unsqueeze(0).pad((0, 1)).unsqueeze(0)
+  for i in range(1, 5):
+    vi = Variable("i", 1, 10).bind(i)
+    close(a.expand(vi, 2)[:i, :2].numpy(), np.tile(np.array([[1, 0]]), (i, 1)))
+
+def test_creation_with_symbolic_shape():
+  for i in range(1, 5):
+    vi = Variable("i", 1, 10).bind(i)
+    a = Tensor.ones(vi, 11).contiguous()
+    close(a[:, 1:2][:i, :1].numpy(), np.ones((i, 1), np.float32))
+    z = Tensor.zeros(vi, 3) + Tensor.full((vi, 3), 2.5)
+    close(z.realize()[:i].numpy(), np.full((i, 3), 2.5, np.float32))
+    e = Tensor.empty(vi, 2)
+    assert e.shape[0] is vi and e.shape[1] == 2
+    close(e.assign(Tensor.ones(vi, 2) * 3).realize()[:i].numpy(), np.full((i, 2), 3.0, np.float32))
+
+def test_reshape_keeps_symbolic_dim():
+  a = rnd(10, 6)
+  ta = Tensor(a)
+  for i in (1, 4, 10):
+    vi = Variable("i", 1, 10).bind(i)
+    x = ta[:vi].reshape(vi, 2, 3).permute(1, 0, 2).reshape(2, vi * 3)
+    close(x.realize()[:, :i*3].numpy(), a[:i].reshape(i, 2, 3).transpose(1, 0, 2).reshape(2, i * 3))
+    close(ta[:vi].reshape(vi * 6).sum().numpy(), a[:i].sum())
+
+def test_invalid_symbolic_reshape():
+  vi = Variable("i", 1, 10).bind(3)
+  with pytest.raises(ValueError): Tensor(rnd(30)).reshape((3, vi))
+  with pytest.raises(ValueError): Tensor(rnd(30))[:vi * 3].reshape((3, 3))
+
+def test_ones_sum():
+  t = Tensor.ones(10)
+  for i in range(1, 5):
+    assert t[:Variable("i", 1, 10).bind(i)].sum().item() == i
+
+@pytest.mark.parametrize("axis", [None, 0, 1])
+def test_mean_var(axis: int | None):
+  a = rnd(10, 3)
+  ta = Tensor(a)
+  for i in range(2, 5):
+    vi = Variable("i", 1, 10).bind(i)
+    for name, ref in (("mean", a[:i].mean(axis)), ("var", a[:i].var(axis, ddof=1))):
+      out = getattr(ta[:vi], name)(axis)
+      out = out.numpy() if axis != 1 else out[:i].numpy()
+      close(out, ref)
+
+@pytest.mark.parametrize("axis", [None, 0, 1])
+def test_mean_2d_two_vars(axis: int | None):
+  a = rnd(10, 10)
+  ta = Tensor(a)
+  for i, j in [(2, 3), (4, 2)]:
+    vi, vj = Variable("i", 1, 10).bind(i), Variable("j", 1, 10).bind(j)
+    out = ta[:vi, :vj].mean(axis)
+    ref = a[:i, :j].mean(axis)
+    close(out.numpy() if axis is None else out[:ref.shape[0]].numpy(), ref)
+
+def test_bitcast():
+  a = rnd(10, 3)
+  ta = Tensor(a)
+  for i in range(1, 4):
+    vi = Variable("i", 1, 10).bind(i)
+    np.testing.assert_equal(ta[:vi].bitcast(dtypes.uint32)[:i].numpy(), a[:i].view(np.uint32))
+
+# *** errors ***
+
+def test_bind_out_of_range():
+  v = Variable("i", 1, 10)
+  for bad in (0, 11, -3):
+    with pytest.raises(ValueError, match=r"\[1, 10\]"): v.bind(bad)
+    with pytest.raises(AssertionError): v.bind(bad)  # tinygrad raises AssertionError
+
+def test_slice_past_max_size():
+  with pytest.raises(ValueError, match="shrink"): Tensor.ones(10)[:Variable("i", 1, 20).bind(3)]
+
+def test_one_variable_two_values():
+  v = Variable("i", 1, 10)
+  t = Tensor.ones(10).contiguous()
+  with pytest.raises(ValueError, match="bound to both"): (t[:v.bind(2)].sum() + t[:v.bind(3)].sum()).realize()
+
+def test_unbound_variable():
+  t = Tensor.ones(10).contiguous()[:Variable("u", 1, 10)] + 1
+  with pytest.raises(RuntimeError, match="'u'.*bind"): t.realize()
