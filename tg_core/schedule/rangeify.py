@@ -6,6 +6,7 @@ gate). A REDUCE_AXIS opens one RANGE per reduced axis and becomes a REDUCE over 
 folds the index arithmetic back to plain strides wherever the views line up."""
 from __future__ import annotations
 import itertools
+import re
 import sys
 from dataclasses import dataclass, field
 
@@ -142,7 +143,8 @@ class KernelBuilder:
     raise NotImplementedError(f"rangeify: can't index {u.op}")
 
 def kernel_name(out_shape: tuple[sint, ...], has_reduce: bool, reduce_shape: tuple[sint, ...] = ()) -> str:
-  dims = "_".join(str(s) for s in out_shape) or "1"
+  # a symbolic dim is named by its expression's letters and digits (`E_3_i2` for (3, i+2)): kernel names are identifiers
+  dims = "_".join(str(s) if isinstance(s, int) else re.sub(r"\W+", "", s.render(simplify=False)) for s in out_shape) or "1"
   return ("r_" if has_reduce else "E_") + dims
 
 def build_kernel(root: UOp, realized: dict[UOp, UOp], out_view: UOp) -> tuple[UOp, tuple[UOp, ...], dict[str, int]]:
