@@ -221,3 +221,67 @@ def test_one_variable_two_values():
 def test_unbound_variable():
   t = Tensor.ones(10).contiguous()[:Variable("u", 1, 10)] + 1
   with pytest.raises(RuntimeError, match="'u'.*bind"): t.realize()
+
+# *** TinyJit (tinygrad's test_symbolic_jit): one capture replays for every value ***
+
+def test_jit_plus1_view_input():
+  a = rnd(3, 10)
+  ta = Tensor(a)
+  jf = TinyJit(lambda x: (x + 1).realize())
+  for i in range(1, 6):
+    vi = Variable("i", 1, 10).bind(i)
+    out = jf(ta[:, :vi])
+    assert out.shape[1].unbind() == (vi.src[0], i)  # the output's shape is bound to this call's value
+    close(out[:3, :i].numpy(), a[:, :i] + 1)
+  assert jf.captured is not None and len(jf.captured) == 1
+
+def test_jit_matmul_and_mixed_kernels():
+  a, b = rnd(3, 10), rnd(10, 5)
+  ta, tb = Tensor(a), Tensor(b)
+  def f(x: Tensor, y: Tensor) -> Tensor:
+    s = (x @ y).realize()
+    return (s + s).realize()  # a kernel with no Variable in it
+  jf = TinyJit(f)
+  for i in range(1, 6):
+    vi = Variable("i", 1, 10).bind(i)
+    close(jf(ta[:, :vi], tb[:vi, :]).numpy(), 2 * (a[:, :i] @ b[:i]))
+  assert jf.captured is not None and len(jf.captured) == 2
+
+def test_jit_attention():
+  q, k, v = rnd(2, 1, 4, 8), rnd(2, 10, 4, 8), rnd(2, 10, 4, 8)
+  tq, tk, tv = Tensor(q), Tensor(k), Tensor(v)
+  jf = TinyJit(lambda q, k, v: Tensor.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)).realize())
+  for i in range(1, 6):
+    vi = Variable("i", 1, 10).bind(i)
+    kk, vv = k[:, :i].transpose(0, 2, 1, 3), v[:, :i].transpose(0, 2, 1, 3)
+    s = q.transpose(0, 2, 1, 3) @ kk.transpose(0, 1, 3, 2) / np.sqrt(8)
+    e = np.exp(s - s.max(-1, keepdims=True))
+    close(jf(tq, tk[:, :vi], tv[:, :vi]).numpy(), (e / e.sum(-1, keepdims=True)) @ vv)
+
+def test_jit_two_vars_cat():
+  a, b = rnd(10, 3), rnd(10, 3)
+  ta, tb = Tensor(a), Tensor(b)
+  jf = TinyJit(lambda x, y: x.cat(y, dim=0).realize())
+  for i, j in [(2, 2), (3, 4), (4, 3), (2, 5)]:
+    vi, vj = Variable("i", 1, 10).bind(i), Variable("j", 1, 10).bind(j)
+    close(jf(ta[:vi], tb[:vj])[:i+j, :3].numpy(), np.concatenate([a[:i], b[:j]]))
+  assert jf.captured is not None and len(jf.captured) == 1
+
+def test_jit_shrink_symbolic_start_and_sum():
+  a = rnd(7, 11)
+  ta = Tensor(a)
+  jf = TinyJit(lambda x: (x + 1).realize())
+  js = TinyJit(lambda x: x.sum().realize())
+  for i in range(1, 6):
+    vi = Variable("i", 1, 8).bind(i)
+    close(jf(ta[3:5, vi:vi+2]).numpy(), a[3:5, i:i+2] + 1)
+    close(js(ta[:, :vi]).numpy(), a[:, :i].sum())
+
+def test_jit_symbolic_shape_mismatch():
+  add = TinyJit(lambda x, y: (x + y).realize())
+  a, b = Tensor(rnd(3, 10)), Tensor(rnd(3, 10))
+  for i in range(1, 4):
+    vi = Variable("i", 1, 10).bind(i)
+    add(a[:, :vi], b[:, :vi])
+  vi = Variable("i", 1, 10).bind(7)
+  with pytest.raises(RuntimeError, match="captured with"): add(a[:, :vi], Tensor(rnd(4, 10))[:, :vi])

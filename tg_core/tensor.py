@@ -187,13 +187,13 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, RandomMixin,
     return buffer_of(t.uop.base)
   def data(self) -> memoryview:
     if 0 in self.shape: return memoryview(bytearray(0)).cast(self.dtype.fmt or "B")
-    if not all_int(self.shape): raise SymbolicShapeError(f"no data if shape is symbolic, shape={_sstr(self.shape)}: shrink it to a concrete shape first, e.g. t[:n]")
+    if not all_int(self.shape): raise SymbolicShapeError(_no_symbolic_data(self.shape))
     buf = self._buffer()
     mv = buf.as_buffer()
     if self.dtype.fmt is None: return mv
     return mv.cast(self.dtype.fmt, self.shape) if len(self.shape) else mv.cast(self.dtype.fmt)
   def numpy(self) -> np.ndarray:
-    if not all_int(self.shape): raise SymbolicShapeError(f"no data if shape is symbolic, shape={_sstr(self.shape)}: shrink it to a concrete shape first, e.g. t[:n]")
+    if not all_int(self.shape): raise SymbolicShapeError(_no_symbolic_data(self.shape))
     if self.dtype in (dtypes.bfloat16, *dtypes.fp8s): return self.cast(dtypes.float32).numpy()
     npdt = _to_np_dtype(self.dtype)
     if 0 in self.shape: return np.zeros(self.shape, dtype=npdt)
@@ -720,6 +720,8 @@ def _vmax(x: sint) -> int: return x.vmax if isinstance(x, UOp) else x
 
 class SymbolicShapeError(AssertionError, ValueError):
   """Data of a tensor whose shape is symbolic. An AssertionError like tinygrad's (and a ValueError)."""
+def _no_symbolic_data(shape: tuple[sint, ...]) -> str:
+  return f"no data if shape is symbolic, shape={_sstr(shape)}: shrink it to a concrete shape first, e.g. t[:n]"
 
 class BroadcastError(RuntimeError, ValueError):
   """Shapes that don't broadcast. A RuntimeError like torch's and a ValueError like tinygrad's."""

@@ -26,7 +26,7 @@ def _map_arg(arg: tuple, fxn: dict[UOp, UOp]) -> tuple:
                for a in arg)
 
 def has_binds(topo: list[UOp]) -> bool:
-  return any(u.op is Ops.BIND or (u.op in GroupOp.Movement and u.op not in (Ops.PERMUTE, Ops.FLIP) and _arg_uops(u.arg)) for u in topo)
+  return any(u.op is Ops.BIND or (u.op in GroupOp.Movement and _arg_uops(u.arg)) for u in topo)
 
 def _record(b: UOp, binds: dict[UOp, UOp]) -> None:
   var = b.src[0]
@@ -58,29 +58,34 @@ def unbind_graph(sink: UOp, topo: list[UOp]) -> tuple[UOp, dict[UOp, UOp], dict[
   return new.get(sink, sink), new, binds
 
 def rebind(view: UOp, binds: dict[UOp, UOp]) -> UOp:
-  """A view (movement ops over a BUFFER) with its Variables bound again."""
+  """A view (movement ops over a BUFFER) with its Variables bound again: `binds` maps each Variable (or an old BIND) to a BIND."""
   chain: list[UOp] = []
   u = view
   while u.op in GroupOp.Movement:
     chain.append(u)
     u = u.src[0]
-  if not any(_arg_uops(c.arg) for c in chain if c.op not in (Ops.PERMUTE, Ops.FLIP)): return view
+  if not any(_arg_uops(c.arg) for c in chain): return view
   for c in reversed(chain):
-    xs = _arg_uops(c.arg) if c.op not in (Ops.PERMUTE, Ops.FLIP) else []
+    xs = _arg_uops(c.arg)
     u = u._mop(c.op, _map_arg(c.arg, {x: x.substitute(binds) for x in xs}) if xs else c.arg)
   return u
 
 def var_vals_of(binds: dict[UOp, UOp]) -> dict[str, int]: return {v.arg.name: b.src[1].arg for v, b in binds.items()}
 
-def bound_vars_in(u: UOp) -> dict[UOp, UOp]:
-  """{Variable: BIND} for the bound Variables in a tensor's graph (values and shapes)."""
-  binds: dict[UOp, UOp] = {}
+def unbind_arg(arg: object) -> object:
+  """A movement op's arg with its bound Variables as bare Variables."""
+  if not isinstance(arg, tuple) or not (xs := _arg_uops(arg)): return arg
+  return _map_arg(arg, {x: x.substitute({b: b.src[0] for b in x.toposort() if b.op is Ops.BIND}) for x in xs})
+
+def bound_vars_in(u: UOp, binds: dict[UOp, UOp] | None = None) -> dict[UOp, UOp]:
+  """{Variable: BIND} for the bound Variables in a tensor's graph (values and shapes), added to `binds` if given."""
+  if binds is None: binds = {}
   for n in u.toposort():
     if n.op is Ops.BIND: _record(n, binds)
-    elif n.op in GroupOp.Movement and n.op not in (Ops.PERMUTE, Ops.FLIP):
+    elif n.op in GroupOp.Movement:
       for x in _arg_uops(n.arg):
         for b in x.toposort():
           if b.op is Ops.BIND: _record(b, binds)
   return binds
 
-__all__ = ["BindMismatchError", "unbind_graph", "rebind", "has_binds", "var_vals_of", "bound_vars_in"]
+__all__ = ["BindMismatchError", "unbind_graph", "unbind_arg", "rebind", "has_binds", "var_vals_of", "bound_vars_in"]
