@@ -285,3 +285,82 @@ def test_jit_symbolic_shape_mismatch():
     add(a[:, :vi], b[:, :vi])
   vi = Variable("i", 1, 10).bind(7)
   with pytest.raises(RuntimeError, match="captured with"): add(a[:, :vi], Tensor(rnd(4, 10))[:, :vi])
+
+# *** a decode loop: attention over a KV cache whose valid length is a bound start_pos ***
+
+MAX_LEN, DIM, HEADS = 128, 16, 2
+
+class _CachedAttention:
+  """One attention layer with a KV cache of MAX_LEN positions, written at `start_pos` and read as cache[:, :start_pos+1]."""
+  def __init__(self, w: dict[str, np.ndarray]):
+    self.w = {k: Tensor(v) for k, v in w.items()}
+    self.cache_k = Tensor.zeros(1, MAX_LEN, HEADS, DIM // HEADS).contiguous().realize()
+    self.cache_v = Tensor.zeros(1, MAX_LEN, HEADS, DIM // HEADS).contiguous().realize()
+  def __call__(self, x: Tensor, start_pos: UOp) -> Tensor:
+    hd = DIM // HEADS
+    q, k, v = [(x @ self.w[n]).reshape(1, 1, HEADS, hd) for n in ("q", "k", "v")]
+    self.cache_k[:, start_pos:start_pos+1].assign(k).realize()
+    self.cache_v[:, start_pos:start_pos+1].assign(v).realize()
+    keys, values = self.cache_k[:, :start_pos+1], self.cache_v[:, :start_pos+1]
+    out = Tensor.scaled_dot_product_attention(q.transpose(1, 2), keys.transpose(1, 2), values.transpose(1, 2))
+    return (out.transpose(1, 2).reshape(1, 1, DIM) @ self.w["o"]).realize()
+
+def _reference_decode(w: dict[str, np.ndarray], xs: list[np.ndarray]) -> list[np.ndarray]:
+  hd, ks, vs, outs = DIM // HEADS, [], [], []
+  for x in xs:
+    q, k, v = [(x @ w[n]).reshape(HEADS, hd) for n in ("q", "k", "v")]
+    ks.append(k)
+    vs.append(v)
+    K, V = np.stack(ks, 1), np.stack(vs, 1)                        # (HEADS, pos+1, hd)
+    s = np.einsum("hd,hpd->hp", q, K) / np.sqrt(hd)
+    p = np.exp(s - s.max(-1, keepdims=True))
+    p /= p.sum(-1, keepdims=True)
+    outs.append(np.einsum("hp,hpd->hd", p, V).reshape(1, 1, DIM) @ w["o"])
+  return outs
+
+@pytest.fixture
+def compiles(monkeypatch: pytest.MonkeyPatch) -> list[UOp]:
+  """The kernel ASTs compiled while the test runs (every runner-cache miss renders and compiles one)."""
+  import tg_core.codegen
+  seen: list[UOp] = []
+  real = tg_core.codegen.get_program
+  def counting(ast: UOp, *args, **kwargs):  # type: ignore[no-untyped-def]
+    seen.append(ast)
+    return real(ast, *args, **kwargs)
+  monkeypatch.setattr(tg_core.codegen, "get_program", counting)
+  return seen
+
+@pytest.fixture
+def scheduled(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+  """The number of kernels each realize scheduled and ran while the test runs (TinyJit replays run none)."""
+  import tg_core.engine.realize
+  seen: list[int] = []
+  real = tg_core.engine.realize.run_schedule
+  def counting(items, *args, **kwargs):  # type: ignore[no-untyped-def]
+    if items: seen.append(len(items))
+    return real(items, *args, **kwargs)
+  monkeypatch.setattr(tg_core.engine.realize, "run_schedule", counting)
+  return seen
+
+@pytest.mark.parametrize("jit", [True, False], ids=["jit", "nojit"])
+def test_decode_loop_kv_cache(jit: bool, compiles: list[UOp], scheduled: list[int]):
+  steps = 100
+  w = {n: (rnd(DIM, DIM) / np.sqrt(DIM)).astype(np.float32) for n in ("q", "k", "v", "o")}
+  xs = [rnd(1, 1, DIM) for _ in range(steps)]
+  ref = _reference_decode(w, xs)
+  layer = _CachedAttention(w)
+  step = TinyJit(layer.__call__) if jit else layer.__call__
+  sp = Variable("start_pos", 0, MAX_LEN - 1)
+  n_compiled, n_scheduled = 0, 0
+  for pos in range(steps):
+    out = step(Tensor(xs[pos]), sp.bind(pos))
+    close(out.numpy(), ref[pos], 1e-4)
+    if pos == 2: n_compiled, n_scheduled = len(compiles), len(scheduled)
+  assert len(compiles) == n_compiled, "a kernel was compiled after the first steps"
+  assert len({id(a) for a in compiles}) == len(compiles), "a kernel was compiled twice"
+  if jit:
+    assert isinstance(step, TinyJit) and step.captured is not None and len(step.captured) >= 4
+    assert len(scheduled) == n_scheduled, "TinyJit replays must not schedule"
+  else: assert len(scheduled) > n_scheduled
+  # the cache holds the keys and values of every step
+  np.testing.assert_allclose(layer.cache_k[:, :steps].numpy().reshape(steps, DIM), np.concatenate([x.reshape(1, DIM) @ w["k"] for x in xs]), atol=1e-4)
