@@ -11,7 +11,7 @@ from tg_core.dtype import ConstType, DType, DTypeLike, _from_np_dtype, _to_np_dt
   least_upper_float, strong_dtype, sum_acc_dtype, to_dtype
 from tg_core.helpers import SPEC, SPLIT_REDUCEOP, all_int, argfix, prod
 from tg_core.uop import GroupOp, Ops
-from tg_core.uop.ops import UOp, identity_element, resolve, sint, sint_to_uop, smax, ssimplify
+from tg_core.uop.ops import UOp, _same_factors, identity_element, resolve, sint, sint_diff, sint_eq, sint_to_uop, smax
 
 from tg_core.frontend.elementwise import ElementwiseMixin
 from tg_core.frontend.indexing import IndexingMixin
@@ -297,7 +297,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, RandomMixin,
     new_shape = tuple(self.shape[i] if s is None else s for i, s in enumerate(new_shape))
     if all_int(new_shape) and all_int(self.shape):
       if prod(new_shape) != self.numel(): raise RuntimeError(f"shape '{new_shape}' is invalid for input of size {self.numel()}")
-    elif not _same_size(prod(new_shape), self.numel()):  # symbolic sizes must be provably equal, as in tinygrad
+    elif not _same_numel(new_shape, self.shape):  # symbolic sizes must be provably equal, as in tinygrad
       raise ValueError(f"size mismatch, can't reshape {_sstr(self.shape)} -> {_sstr(new_shape)}: the element counts are not provably equal")
     return self if new_shape == self.shape else self._apply_uop(lambda u: u.reshape(new_shape))
   def view(self, shape: Any, *args: Any) -> Tensor:
@@ -327,7 +327,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, RandomMixin,
       if all_int((b, e, s)):
         if not 0 <= b <= e <= s: raise ValueError(f"invalid shrink {full} for shape {self.shape}")
       # symbolic: the bounds must stay inside the dim's largest size (its storage); smaller ends are read as in tinygrad
-      elif _vmin(b) < 0 or _vmax(e) > _vmax(s) or not resolve(sint_to_uop(b) <= e, True):
+      elif _vmin(b) < 0 or _vmax(e) > _vmax(s) or ((d := sint_diff(e, b)) is not None and d < 0) or (d is None and not resolve(sint_to_uop(b) <= e, True)):
         raise ValueError(f"invalid shrink {_sstr(full)} for shape {_sstr(self.shape)}: a bound can leave [0, {_vmax(s)}] for some value of "
                          "its Variables; narrow the Variable's range")
     if all(b == 0 and e == s for (b, e), s in zip(full, self.shape)): return self
@@ -404,7 +404,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, RandomMixin,
     if self.shape == new_shape: return self
     if self.ndim > len(new_shape): raise BroadcastError(f"cannot broadcast tensor to fewer dimensions. shape={self.shape} to {new_shape=}")
     shape, _ = _align_left(self.shape, new_shape)
-    if any(not (_same_size(s, ns) or s == 1) for s, ns in zip(shape, new_shape)): raise BroadcastError(f"cannot broadcast {self.shape} to {new_shape=}")
+    if any(not (s == 1 or sint_eq(s, ns)) for s, ns in zip(shape, new_shape)): raise BroadcastError(f"cannot broadcast {self.shape} to {new_shape=}")
     # equal symbolic sizes written differently take new_shape's form (a reshape), so the shapes of the two sides are identical
     return self.reshape(tuple(ns if s is not ns and s != 1 else s for s, ns in zip(shape, new_shape))).expand(new_shape)
   def _binop(self, op: Ops, x: Tensor | ConstType, reverse: bool) -> Tensor:
@@ -711,9 +711,9 @@ def _sstr(x: Any) -> str:
   if isinstance(x, tuple): return "(" + ", ".join(_sstr(a) for a in x) + ("," if len(x) == 1 else "") + ")"
   return repr(x)
 
-def _same_size(a: sint, b: sint) -> bool:
-  """Equal sizes; symbolic ones when provably equal (`i+j` and `j+i` are different nodes)."""
-  return a == b if isinstance(a, int) and isinstance(b, int) else a is b or ssimplify(sint_to_uop(a) - b) == 0
+def _same_numel(a: tuple[sint, ...], b: tuple[sint, ...]) -> bool:
+  """Equal element counts: the same symbolic factors and int product, else provably equal products."""
+  return _same_factors(a, b) or sint_eq(prod(a), prod(b))
 
 def _vmin(x: sint) -> int: return x.vmin if isinstance(x, UOp) else x
 def _vmax(x: sint) -> int: return x.vmax if isinstance(x, UOp) else x
@@ -737,7 +737,7 @@ def _broadcast_shape(*shapes: tuple[sint, ...]) -> tuple[sint, ...]:
   out = []
   for dims in zip(*aligned):
     nz = [d for d in dims if d != 1]
-    if any(not _same_size(d, nz[0]) for d in nz): raise BroadcastError(f"cannot broadcast shapes {shapes}: mismatch in dim sizes {dims}")
+    if any(not sint_eq(d, nz[0]) for d in nz): raise BroadcastError(f"cannot broadcast shapes {shapes}: mismatch in dim sizes {dims}")
     out.append(nz[0] if nz else 1)
   return tuple(out)
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 
 from tg_core.dtype import DType, dtypes
-from tg_core.uop.ops import UOp, sint, ssimplify
+from tg_core.uop.ops import UOp, sint, sint_diff, ssimplify
 
 from tg_core.frontend import tensor_class
 
@@ -54,7 +54,7 @@ def _symbolic_slice(index: slice, size: sint, dim: int) -> _Idx:
   start, stop = 0 if index.start is None else index.start, size if index.stop is None else index.stop
   for x in (start, stop):
     if isinstance(x, int) and x < 0: raise IndexError(f"slice {index} of symbolic dim {dim} (size {size}) can't have negative ends")
-  return _Idx("slice", ssimplify(stop - start), (start, stop), 1)
+  return _Idx("slice", d if (d := sint_diff(stop, start)) is not None else ssimplify(stop - start), (start, stop), 1)
 
 @dataclass
 class _Idx:

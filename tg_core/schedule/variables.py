@@ -21,6 +21,15 @@ def _arg_uops(arg: tuple) -> list[UOp]:
     elif isinstance(a, tuple): ret.extend(x for x in a if isinstance(x, UOp))
   return ret
 
+def _substitute(x: UOp, m: dict[UOp, UOp]) -> UOp:
+  """x with the nodes in m replaced (a size expression is a few nodes: a rebuild is cheaper than a graph_rewrite)."""
+  new: dict[UOp, UOp] = {}
+  for n in x.toposort(gate=lambda n: n not in m):
+    new[n] = n.replace(src=tuple(m[s] if s in m else new[s] for s in n.src))
+  return m[x] if x in m else new[x]
+
+def _unbind_expr(x: UOp) -> UOp: return _substitute(x, {b: b.src[0] for b in x.toposort() if b.op is Ops.BIND})
+
 def _map_arg(arg: tuple, fxn: dict[UOp, UOp]) -> tuple:
   return tuple(fxn.get(a, a) if isinstance(a, UOp) else tuple(fxn.get(x, x) if isinstance(x, UOp) else x for x in a) if isinstance(a, tuple) else a
                for a in arg)
@@ -44,7 +53,7 @@ def unbind_graph(sink: UOp, topo: list[UOp]) -> tuple[UOp, dict[UOp, UOp], dict[
     if (r := expr_cache.get(x)) is None:
       bs = [b for b in x.toposort() if b.op is Ops.BIND]
       for b in bs: _record(b, binds)
-      r = expr_cache[x] = x.substitute({b: b.src[0] for b in bs}) if bs else x
+      r = expr_cache[x] = _substitute(x, {b: b.src[0] for b in bs}) if bs else x
     return r
   for u in topo:
     if u.op is Ops.BIND:
@@ -67,7 +76,7 @@ def rebind(view: UOp, binds: dict[UOp, UOp]) -> UOp:
   if not any(_arg_uops(c.arg) for c in chain): return view
   for c in reversed(chain):
     xs = _arg_uops(c.arg)
-    u = u._mop(c.op, _map_arg(c.arg, {x: x.substitute(binds) for x in xs}) if xs else c.arg)
+    u = u._mop(c.op, _map_arg(c.arg, {x: _substitute(x, binds) for x in xs}) if xs else c.arg)
   return u
 
 def var_vals_of(binds: dict[UOp, UOp]) -> dict[str, int]: return {v.arg.name: b.src[1].arg for v, b in binds.items()}
@@ -75,7 +84,7 @@ def var_vals_of(binds: dict[UOp, UOp]) -> dict[str, int]: return {v.arg.name: b.
 def unbind_arg(arg: object) -> object:
   """A movement op's arg with its bound Variables as bare Variables."""
   if not isinstance(arg, tuple) or not (xs := _arg_uops(arg)): return arg
-  return _map_arg(arg, {x: x.substitute({b: b.src[0] for b in x.toposort() if b.op is Ops.BIND}) for x in xs})
+  return _map_arg(arg, {x: _unbind_expr(x) for x in xs})
 
 def bound_vars_in(u: UOp, binds: dict[UOp, UOp] | None = None) -> dict[UOp, UOp]:
   """{Variable: BIND} for the bound Variables in a tensor's graph (values and shapes), added to `binds` if given."""

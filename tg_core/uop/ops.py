@@ -492,9 +492,10 @@ class UOp(metaclass=UOpMetaClass):
     if any(not isinstance(s, UOp) and s < 0 for s in shape): raise ValueError(f"shape can't contain negative numbers {shape}")
     # with symbolic views prod equality can be true at runtime but unprovable: only reject provably unequal products
     # (`!=` on UOps is identity, so compare with .ne())
-    old_n, new_n = prod(self.shape), prod(shape)
-    ne = old_n.ne(new_n) if isinstance(old_n, UOp) else new_n.ne(old_n) if isinstance(new_n, UOp) else old_n != new_n
-    if resolve(ne, False): raise ValueError(f"bad reshape: {self.shape} -> {shape}")
+    if not _same_factors(self.shape, shape):  # the common symbolic case (the same symbolic dims, regrouped) needs no simplifier
+      old_n, new_n = prod(self.shape), prod(shape)
+      ne = old_n.ne(new_n) if isinstance(old_n, UOp) else new_n.ne(old_n) if isinstance(new_n, UOp) else old_n != new_n
+      if resolve(ne, False): raise ValueError(f"bad reshape: {self.shape} -> {shape}")
     return self if self.shape == shape else self._mop(Ops.RESHAPE, shape)
   def expand(self, shape: tuple[sint, ...]) -> UOp:
     shape = tuple(shape)
@@ -607,9 +608,50 @@ def cmod(x: int, y: int) -> int:
   return x - cdiv(x, y) * y if y != 0 else 0
 
 def _is_zero(x: sint) -> bool: return isinstance(x, int) and x == 0
+def _linear(x: sint) -> tuple[int, dict[UOp, int]] | None:
+  """x as const + sum(coeff * term) over sums and constant multiples (None if x is not an int-valued size)."""
+  if isinstance(x, int): return x, {}
+  if x.op is Ops.CONST: return (x.arg, {}) if isinstance(x.arg, int) else None
+  if x.op is Ops.ADD and (l0 := _linear(x.src[0])) is not None and (l1 := _linear(x.src[1])) is not None:
+    terms = dict(l0[1])
+    for t, c in l1[1].items(): terms[t] = terms.get(t, 0) + c
+    return l0[0] + l1[0], terms
+  if x.op is Ops.MUL:
+    for v, o in ((x.src[0], x.src[1]), (x.src[1], x.src[0])):
+      if v.op is Ops.CONST and isinstance(v.arg, int) and (lo := _linear(o)) is not None: return lo[0] * v.arg, {t: c * v.arg for t, c in lo[1].items()}
+  return 0, {x: 1}
+
+def _same_factors(a: tuple[sint, ...], b: tuple[sint, ...]) -> bool:
+  """Shapes with the same int product and the same symbolic dims: equal element counts."""
+  return prod(s for s in a if isinstance(s, int)) == prod(s for s in b if isinstance(s, int)) and \
+    sorted((s for s in a if isinstance(s, UOp)), key=id) == sorted((s for s in b if isinstance(s, UOp)), key=id)
+
+def _linear_diff(a: sint, b: sint) -> tuple[int, dict[UOp, int]] | None:
+  if (la := _linear(a)) is None or (lb := _linear(b)) is None: return None
+  terms = dict(la[1])
+  for t, c in lb[1].items(): terms[t] = terms.get(t, 0) - c
+  return la[0] - lb[0], {t: c for t, c in terms.items() if c}
+
+def sint_diff(a: sint, b: sint) -> int | None:
+  """a - b when it is a constant, found without the simplifier (sizes are sums of scaled Variables); None if not."""
+  return d[0] if (d := _linear_diff(a, b)) is not None and not d[1] else None
+
+def sint_eq(a: sint, b: sint) -> bool:
+  """Sizes provably equal. Sums of scaled Variables compare by their linear forms; anything else asks the simplifier."""
+  if isinstance(a, int) and isinstance(b, int): return a == b
+  if a is b: return True
+  if (d := _linear_diff(a, b)) is not None:
+    if not d[1]: return d[0] == 0
+    if all(t.op is Ops.BIND or t.is_variable for t in d[1]): return False  # the linear form over Variables is canonical
+  return ssimplify(sint_to_uop(a) - b) == 0
+
 # symbolic sizes are simplified as they are made: `(i+2) - i` is the int 2, so views of bound Variables keep concrete dims
-def _sadd(a: sint, b: sint) -> sint: return a if _is_zero(b) else b if _is_zero(a) else ssimplify(a + b)
-def _ssub(a: sint, b: sint) -> sint: return a if _is_zero(b) else ssimplify(a - b)
+# (a constant difference is found by the linear form first: running the simplifier on every new BIND's shapes is slow)
+def _sadd(a: sint, b: sint) -> sint:
+  if _is_zero(b): return a
+  if _is_zero(a): return b
+  return d if (d := sint_diff(a, -b if isinstance(b, int) else b * -1)) is not None else ssimplify(a + b)
+def _ssub(a: sint, b: sint) -> sint: return a if _is_zero(b) else d if (d := sint_diff(a, b)) is not None else ssimplify(a - b)
 
 def sint_to_uop(x: sint, dtype: DType = dtypes.weakint) -> UOp: return UOp.const(dtype, x) if isinstance(x, int) else x
 
@@ -691,4 +733,4 @@ def Variable(name: str, min_val: ConstType, max_val: ConstType, dtype: DType = d
 def identity_element(op: Ops, dt: DType) -> ConstType: return dtypes.as_const({Ops.ADD: 0, Ops.MUL: 1, Ops.MAX: dt.min}[op], dt)
 
 __all__ = ["UOp", "ParamArg", "CallInfo", "KernelInfo", "AxisType", "sint", "resolve", "sym_infer", "smax", "smin", "ssimplify",
-           "Variable", "VariableRangeError", "identity_element", "exec_alu", "cdiv", "cmod", "UOpMetaClass"]
+           "Variable", "VariableRangeError", "sint_diff", "sint_eq", "identity_element", "exec_alu", "cdiv", "cmod", "UOpMetaClass"]
