@@ -364,3 +364,29 @@ def test_decode_loop_kv_cache(jit: bool, compiles: list[UOp], scheduled: list[in
   else: assert len(scheduled) > n_scheduled
   # the cache holds the keys and values of every step
   np.testing.assert_allclose(layer.cache_k[:, :steps].numpy().reshape(steps, DIM), np.concatenate([x.reshape(1, DIM) @ w["k"] for x in xs]), atol=1e-4)
+
+# *** edge cases ***
+
+def test_zero_length_and_values():
+  v0 = Variable("i", 0, 10).bind(0)
+  assert Tensor.ones(10)[:v0].sum().item() == 0
+  assert Tensor.ones(4, 10).contiguous()[:, :v0].softmax(-1).realize()[:, :0].numpy().shape == (4, 0)
+  a = np.arange(10, dtype=np.float32)
+  t = Tensor(a)
+  vi = Variable("i", 0, 10).bind(4)
+  close((t * vi).numpy(), a * 4)                     # a bound Variable as a value
+  close((t[:vi] + vi).realize()[:4].numpy(), a[:4] + 4)
+
+def test_arange_needs_concrete_bounds():
+  with pytest.raises(TypeError, match="concrete"): Tensor.arange(Variable("i", 1, 10).bind(3))
+  np.testing.assert_equal(Tensor.arange(10)[:Variable("i", 1, 10).bind(3)].realize()[:3].numpy(), np.arange(3))
+
+def test_schedule_cache_ignores_bound_values():
+  from tg_core.schedule import cache as schedule_cache
+  a = rnd(4, 16)
+  ta = Tensor(a)
+  def f(i: int) -> np.ndarray: return (ta[:, :Variable("n", 1, 16).bind(i)].exp().sum(1) * 2).numpy()
+  close(f(3), np.exp(a[:, :3]).sum(1) * 2)
+  misses = schedule_cache.stats["misses"]
+  for i in (1, 7, 16): close(f(i), np.exp(a[:, :i]).sum(1) * 2, 1e-4)
+  assert schedule_cache.stats["misses"] == misses

@@ -259,6 +259,8 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, RandomMixin,
   @staticmethod
   def arange(start: int | float, stop: int | float | None = None, step: int | float = 1, **kwargs: Any) -> Tensor:
     if stop is None: stop, start = start, 0
+    if any(isinstance(x, UOp) for x in (start, stop, step)):
+      raise TypeError(f"arange needs concrete bounds, got {_sstr((start, stop, step))}: make arange(max) and slice it, arange(n)[:i]")
     if step == 0: raise ValueError("arange step must not be zero")
     dtype = to_dtype(kwargs.pop("dtype")) if "dtype" in kwargs else strong_dtype(dtypes.from_py([start, stop, step]))
     n = max(math.ceil((stop - start) / step), 0)
