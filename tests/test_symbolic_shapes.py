@@ -390,3 +390,11 @@ def test_schedule_cache_ignores_bound_values():
   misses = schedule_cache.stats["misses"]
   for i in (1, 7, 16): close(f(i), np.exp(a[:, :i]).sum(1) * 2, 1e-4)
   assert schedule_cache.stats["misses"] == misses
+
+def test_jit_view_inputs_read_their_buffer():
+  # an input that is a view (here a transpose, no Variable) is read through the view from its own buffer on every replay
+  jf = TinyJit(lambda x: (x * 2).realize())
+  for _ in range(4):
+    a = rnd(3, 5)
+    close(jf(Tensor(a).T).numpy(), a.T * 2)
+  with pytest.raises(RuntimeError, match="captured with"): jf(Tensor(rnd(5, 3)))  # not a transposed view: another signature
