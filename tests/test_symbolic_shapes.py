@@ -398,3 +398,30 @@ def test_jit_view_inputs_read_their_buffer():
     a = rnd(3, 5)
     close(jf(Tensor(a).T).numpy(), a.T * 2)
   with pytest.raises(RuntimeError, match="captured with"): jf(Tensor(rnd(5, 3)))  # not a transposed view: another signature
+
+def test_setitem_symbolic_slot():
+  cache = Tensor.zeros(2, 8, 3).contiguous().realize()
+  ref = np.zeros((2, 8, 3), np.float32)
+  sp = Variable("sp", 0, 7)
+  for pos in range(8):
+    kv = rnd(2, 1, 3)
+    cache[:, sp.bind(pos):sp.bind(pos)+1] = Tensor(kv)
+    ref[:, pos:pos+1] = kv
+    close(cache.numpy(), ref)
+  cache[1, sp.bind(3)] = Tensor(np.full(3, 9.0, np.float32))  # an int and a Variable index
+  ref[1, 3] = 9.0
+  close(cache.numpy(), ref)
+
+def test_llm_style_gqa_rope_shapes():
+  # the KV-cache reads of an LLM block: repeat_kv (GQA) and a RoPE table shrunk at start_pos, with numpy as the reference
+  ck = rnd(1, 16, 2, 4)
+  freqs = rnd(16, 4)
+  tck, tfreqs = Tensor(ck), Tensor(freqs)
+  for pos in (0, 5, 15):
+    sp = Variable("start_pos", 0, 15).bind(pos)
+    keys = tck[:, :sp+1]
+    rep = keys.reshape(1, sp+1, 2, 1, 4).expand(1, sp+1, 2, 3, 4).reshape(1, sp+1, 6, 4)  # repeat_kv with n_rep 3
+    out = (rep * tfreqs.shrink(((0, sp+1), None)).reshape(1, sp+1, 1, 4)).sum(1)          # a reduction over the positions
+    ref = (np.repeat(ck[:, :pos+1], 3, axis=2) * freqs[:pos+1].reshape(1, pos+1, 1, 4)).sum(1)
+    close(out.numpy(), ref)
+    close(tfreqs[sp:sp+1].numpy(), freqs[pos:pos+1])  # the RoPE row of this position

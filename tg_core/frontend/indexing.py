@@ -42,6 +42,12 @@ def _broadcast_value(v: Tensor, shape: tuple[int, ...]) -> Tensor:
   except ValueError as e:
     raise RuntimeError(f"shape mismatch: value tensor of shape {list(v.shape)} cannot be broadcast to indexing result of shape {list(shape)}") from e
 
+def _symbolic_basic(indices: Any) -> bool:
+  """Basic indices (ints, slices, None, ...) of which some bound is a bound Variable."""
+  idx = indices if isinstance(indices, tuple) else (indices,)
+  if any(not (x is None or x is Ellipsis or isinstance(x, (int, slice, UOp))) for x in idx): return False
+  return any(isinstance(x, UOp) or (isinstance(x, slice) and (isinstance(x.start, UOp) or isinstance(x.stop, UOp))) for x in idx)
+
 def _symbolic_int_index(i: sint, size: sint, dim: int) -> _Idx:
   """An int index that is a bound Variable, or an index into a symbolic dim: no wrap-around, checked against the max size."""
   if (i.vmin if isinstance(i, UOp) else i) < 0 or (i.vmax if isinstance(i, UOp) else i) >= (size.vmax if isinstance(size, UOp) else size):
@@ -245,6 +251,11 @@ class IndexingMixin:
       return t
     v = detach_from_self(v)
     indices = tuple(detach_from_self(i) for i in indices) if isinstance(indices, tuple) else detach_from_self(indices)
+    if _symbolic_basic(indices):
+      # bounds with bound Variables (a KV cache slot, t[:, i:i+1] = k) are written in place through the view, for every value
+      view = self._getitem(indices)
+      view.assign(_broadcast_value(v, view.shape)).realize()
+      return
     self.assign(self._getitem(indices, v)).realize()
 
   def __delitem__(self: Any, indices: Any) -> None: raise TypeError("Tensor does not support deleting items")
