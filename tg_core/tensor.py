@@ -11,7 +11,7 @@ from tg_core.dtype import ConstType, DType, DTypeLike, _from_np_dtype, _to_np_dt
   least_upper_float, strong_dtype, sum_acc_dtype, to_dtype
 from tg_core.helpers import SPEC, SPLIT_REDUCEOP, all_int, argfix, prod
 from tg_core.uop import GroupOp, Ops
-from tg_core.uop.ops import UOp, _same_factors, identity_element, resolve, sint, sint_diff, sint_eq, sint_to_uop, smax
+from tg_core.uop.ops import UOp, identity_element, resolve, same_numel, sint, sint_diff, sint_eq, sint_to_uop, smax, svmax, svmin
 
 from tg_core.frontend.elementwise import ElementwiseMixin
 from tg_core.frontend.indexing import IndexingMixin
@@ -244,7 +244,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, RandomMixin,
     dt = to_dtype(dtype) if dtype is not None else dtypes.default_float
     dev = canonicalize_device(device)
     # a symbolic shape gets a buffer of its largest size, viewed (shrunk) to the shape
-    buf = UOp.new_buffer(dev, prod(s if isinstance(s, int) else s.vmax for s in shp), dt)
+    buf = UOp.new_buffer(dev, prod(svmax(s) for s in shp), dt)
     return Tensor(buf.view_as(shp) if shp != (buf.arg.size,) else buf, **kwargs)
   @staticmethod
   def full(shape: tuple[sint, ...] | int, fill_value: ConstType, dtype: DTypeLike | None = None, device: str | None = None, **kwargs: Any) -> Tensor:
@@ -299,7 +299,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, RandomMixin,
     new_shape = tuple(self.shape[i] if s is None else s for i, s in enumerate(new_shape))
     if all_int(new_shape) and all_int(self.shape):
       if prod(new_shape) != self.numel(): raise RuntimeError(f"shape '{new_shape}' is invalid for input of size {self.numel()}")
-    elif not _same_numel(new_shape, self.shape):  # symbolic sizes must be provably equal, as in tinygrad
+    elif not same_numel(new_shape, self.shape):  # symbolic sizes must be provably equal, as in tinygrad
       raise ValueError(f"size mismatch, can't reshape {_sstr(self.shape)} -> {_sstr(new_shape)}: the element counts are not provably equal")
     return self if new_shape == self.shape else self._apply_uop(lambda u: u.reshape(new_shape))
   def view(self, shape: Any, *args: Any) -> Tensor:
@@ -329,8 +329,8 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, RandomMixin,
       if all_int((b, e, s)):
         if not 0 <= b <= e <= s: raise ValueError(f"invalid shrink {full} for shape {self.shape}")
       # symbolic: the bounds must stay inside the dim's largest size (its storage); smaller ends are read as in tinygrad
-      elif _vmin(b) < 0 or _vmax(e) > _vmax(s) or ((d := sint_diff(e, b)) is not None and d < 0) or (d is None and not resolve(sint_to_uop(b) <= e, True)):
-        raise ValueError(f"invalid shrink {_sstr(full)} for shape {_sstr(self.shape)}: a bound can leave [0, {_vmax(s)}] for some value of "
+      elif svmin(b) < 0 or svmax(e) > svmax(s) or ((d := sint_diff(e, b)) is not None and d < 0) or (d is None and not resolve(sint_to_uop(b) <= e, True)):
+        raise ValueError(f"invalid shrink {_sstr(full)} for shape {_sstr(self.shape)}: a bound can leave [0, {svmax(s)}] for some value of "
                          "its Variables; narrow the Variable's range")
     if all(b == 0 and e == s for (b, e), s in zip(full, self.shape)): return self
     return self._apply_uop(lambda u: u.shrink(full))
@@ -712,13 +712,6 @@ def _sstr(x: Any) -> str:
   if isinstance(x, UOp): return x.render(simplify=False)
   if isinstance(x, tuple): return "(" + ", ".join(_sstr(a) for a in x) + ("," if len(x) == 1 else "") + ")"
   return repr(x)
-
-def _same_numel(a: tuple[sint, ...], b: tuple[sint, ...]) -> bool:
-  """Equal element counts: the same symbolic factors and int product, else provably equal products."""
-  return _same_factors(a, b) or sint_eq(prod(a), prod(b))
-
-def _vmin(x: sint) -> int: return x.vmin if isinstance(x, UOp) else x
-def _vmax(x: sint) -> int: return x.vmax if isinstance(x, UOp) else x
 
 class SymbolicShapeError(AssertionError, ValueError):
   """Data of a tensor whose shape is symbolic. An AssertionError like tinygrad's (and a ValueError)."""

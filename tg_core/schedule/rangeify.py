@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from tg_core.dtype import AddrSpace, dtypes
 from tg_core.helpers import prod
 from tg_core.uop import GroupOp, Ops
-from tg_core.uop.ops import AxisType, KernelInfo, ParamArg, UOp, sint
+from tg_core.uop.ops import AxisType, KernelInfo, ParamArg, UOp, same_numel, sint, svmax
 
 def strides_for_shape(shape: tuple[sint, ...]) -> tuple[sint, ...]:
   ret: list[sint] = []
@@ -32,11 +32,6 @@ def linear_index(idx: tuple[UOp, ...], shape: tuple[sint, ...]) -> UOp:
 def _split_index(flat: UOp, shape: tuple[sint, ...]) -> list[UOp]:
   return [UOp.const(dtypes.weakint, 0) if s == 1 else (flat // st) % s if st != 0 else flat % s for s, st in zip(shape, strides_for_shape(shape))]
 
-def _same_count(a: list[sint], b: list[sint]) -> bool:
-  """Equal element counts by factors: the same int product and the same symbolic dims."""
-  return prod(x for x in a if isinstance(x, int)) == prod(x for x in b if isinstance(x, int)) and \
-    sorted((x for x in a if not isinstance(x, int)), key=id) == sorted((x for x in b if not isinstance(x, int)), key=id)
-
 def reshape_groups(ins: tuple[sint, ...], outs: tuple[sint, ...]) -> list[tuple[list[int], list[int]]]:
   """Split a reshape into groups of consecutive input and output dims with equal element counts, in order (a size-1 dim
   is a group of its own). One group of everything when the dims don't line up."""
@@ -49,17 +44,15 @@ def reshape_groups(ins: tuple[sint, ...], outs: tuple[sint, ...]) -> list[tuple[
     else:
       gi, go = [i], [j]
       i, j = i + 1, j + 1
-      while not _same_count([ins[k] for k in gi], [outs[k] for k in go]):
+      while not same_numel([ins[k] for k in gi], [outs[k] for k in go]):
         # grow the side with fewer elements (a symbolic side counts its largest size)
-        grow_in = prod(_vmax(ins[k]) for k in gi) <= prod(_vmax(outs[k]) for k in go)
+        grow_in = prod(svmax(ins[k]) for k in gi) <= prod(svmax(outs[k]) for k in go)
         if grow_in and i < len(ins): gi, i = gi + [i], i + 1
         elif j < len(outs): go, j = go + [j], j + 1
         elif i < len(ins): gi, i = gi + [i], i + 1
         else: return [(list(range(len(ins))), list(range(len(outs))))]
       groups.append((gi, go))
   return groups
-
-def _vmax(x: sint) -> int: return x if isinstance(x, int) else int(x.vmax)
 
 def _and(a: UOp | None, b: UOp | None) -> UOp | None:
   if a is None: return b

@@ -226,7 +226,7 @@ class UOp(metaclass=UOpMetaClass):
   @property
   def ndim(self) -> int: return len(self.shape)
   def numel(self) -> sint: return prod(self.shape)
-  def max_numel(self) -> int: return prod(s if isinstance(s, int) else s.vmax for s in self.shape)
+  def max_numel(self) -> int: return prod(svmax(s) for s in self.shape)
   @recursive_property
   def device(self) -> str | tuple[str, ...] | None:
     match self.op:
@@ -621,10 +621,16 @@ def _linear(x: sint) -> tuple[int, dict[UOp, int]] | None:
       if v.op is Ops.CONST and isinstance(v.arg, int) and (lo := _linear(o)) is not None: return lo[0] * v.arg, {t: c * v.arg for t, c in lo[1].items()}
   return 0, {x: 1}
 
-def _same_factors(a: tuple[sint, ...], b: tuple[sint, ...]) -> bool:
+def svmin(x: sint) -> ConstType: return x.vmin if isinstance(x, UOp) else x
+def svmax(x: sint) -> ConstType: return x.vmax if isinstance(x, UOp) else x
+
+def _same_factors(a: Sequence[sint], b: Sequence[sint]) -> bool:
   """Shapes with the same int product and the same symbolic dims: equal element counts."""
   return prod(s for s in a if isinstance(s, int)) == prod(s for s in b if isinstance(s, int)) and \
     sorted((s for s in a if isinstance(s, UOp)), key=id) == sorted((s for s in b if isinstance(s, UOp)), key=id)
+def same_numel(a: Sequence[sint], b: Sequence[sint]) -> bool:
+  """Shapes with provably equal element counts (the same factors, regrouped, or equal products)."""
+  return _same_factors(a, b) or sint_eq(prod(a), prod(b))
 
 def _linear_diff(a: sint, b: sint) -> tuple[int, dict[UOp, int]] | None:
   if (la := _linear(a)) is None or (lb := _linear(b)) is None: return None
@@ -733,4 +739,5 @@ def Variable(name: str, min_val: ConstType, max_val: ConstType, dtype: DType = d
 def identity_element(op: Ops, dt: DType) -> ConstType: return dtypes.as_const({Ops.ADD: 0, Ops.MUL: 1, Ops.MAX: dt.min}[op], dt)
 
 __all__ = ["UOp", "ParamArg", "CallInfo", "KernelInfo", "AxisType", "sint", "resolve", "sym_infer", "smax", "smin", "ssimplify",
-           "Variable", "VariableRangeError", "sint_diff", "sint_eq", "identity_element", "exec_alu", "cdiv", "cmod", "UOpMetaClass"]
+           "Variable", "VariableRangeError", "sint_diff", "sint_eq", "same_numel", "svmin", "svmax", "identity_element", "exec_alu", "cdiv", "cmod",
+           "UOpMetaClass"]
