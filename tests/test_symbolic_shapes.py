@@ -425,3 +425,11 @@ def test_llm_style_gqa_rope_shapes():
     ref = (np.repeat(ck[:, :pos+1], 3, axis=2) * freqs[:pos+1].reshape(1, pos+1, 1, 4)).sum(1)
     close(out.numpy(), ref)
     close(tfreqs[sp:sp+1].numpy(), freqs[pos:pos+1])  # the RoPE row of this position
+
+def test_launch_checks_the_range():
+  from tg_core.engine.realize import run_schedule
+  from tg_core.uop.ops import VariableRangeError
+  t = Tensor.ones(10).contiguous().realize()
+  items, var_vals = (t[:Variable("i", 1, 10).bind(3)] * 2).schedule_with_vars()
+  assert var_vals == {"i": 3}
+  with pytest.raises(VariableRangeError, match="'i' = 11"): run_schedule(items, {"i": 11})

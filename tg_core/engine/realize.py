@@ -6,7 +6,7 @@ import weakref
 from tg_core.device import Buffer, Device
 from tg_core.helpers import BEAM, DEBUG, EMULATED_DTYPES, TRANSCENDENTAL, GlobalCounters, colored, time_to_str
 from tg_core.uop import Ops
-from tg_core.uop.ops import UOp
+from tg_core.uop.ops import UOp, VariableRangeError
 from tg_core.schedule import ScheduleItem
 
 # every BUFFER uop's device memory, alive as long as the uop is
@@ -37,6 +37,10 @@ class CompiledRunner:
     try: vals = tuple(var_vals[v.arg.name] for v in self.p.vars)
     except KeyError as e: raise UnboundVariableError(f"kernel {self.p.name} needs Variable {e.args[0]!r}, which has no value: bind it, "
                                                      f"Variable(...).bind(n)") from None
+    # the kernel was compiled for the Variables' ranges (buffers hold their largest sizes): a value outside reads out of bounds
+    for v, x in zip(self.p.vars, vals):
+      if not v.arg.vmin_vmax[0] <= x <= v.arg.vmin_vmax[1]:
+        raise VariableRangeError(f"kernel {self.p.name}: Variable {v.arg.name!r} = {x} is outside its range {list(v.arg.vmin_vmax)}")
     gs = tuple(self.p.global_size) + (1,) * (3 - len(self.p.global_size)) if len(self.p.global_size) <= 3 else tuple(self.p.global_size)
     return self.prg(*[b._buf for b in bufs], global_size=gs, local_size=tuple(self.p.local_size or (1, 1, 1)), vals=vals, wait=wait)
 
