@@ -12,13 +12,15 @@ from tg_core.uop.rewrite import graph_rewrite
 # *** output (LOOP) ranges -> grid indices for renderers that launch a grid ***
 def add_gpudims(ast: UOp, global_max: tuple[int, ...] | None) -> UOp:
   if global_max is None: return ast
-  # a loop of symbolic size (a bound Variable's) stays a loop in the kernel: the grid is concrete for every value
-  loops = [u for u in ast.toposort() if u.op is Ops.RANGE and u.arg[1] in (AxisType.LOOP, AxisType.GLOBAL) and u.src[0].op is Ops.CONST]
+  loops = [u for u in ast.toposort() if u.op is Ops.RANGE and u.arg[1] in (AxisType.LOOP, AxisType.GLOBAL)]
   # LOCAL ranges (from the LOCAL opt) become workgroup indices
   subs: dict[UOp, UOp] = {r: UOp.special(r.src[0], f"lidx{i}") for i, r in
                           enumerate(sorted([u for u in ast.toposort() if u.op is Ops.RANGE and u.arg[1] is AxisType.LOCAL], key=lambda r: r.arg[0]))}
   loops = sorted(loops, key=lambda r: r.arg[0])
-  if len(loops) <= len(global_max) and all(isinstance(r.src[0].arg, int) and r.src[0].arg <= m for r, m in zip(loops, global_max)):
+  def fits(ls: list[UOp]) -> bool: return len(ls) <= len(global_max) and all(r.src[0].vmax <= m for r, m in zip(ls, global_max))
+  # a loop of symbolic size (a bound Variable's) is a grid dim sized at launch; where the grid must be merged it stays a loop
+  if not fits(loops): loops = [r for r in loops if r.src[0].op is Ops.CONST]
+  if fits(loops):
     for i, r in enumerate(loops): subs[r] = UOp.special(r.src[0], f"gidx{i}")
   else:
     # merge the leading loops into the first grid dim until they fit

@@ -4,9 +4,9 @@ import time
 import weakref
 
 from tg_core.device import Buffer, Device
-from tg_core.helpers import BEAM, DEBUG, EMULATED_DTYPES, TRANSCENDENTAL, GlobalCounters, colored, time_to_str
+from tg_core.helpers import BEAM, DEBUG, EMULATED_DTYPES, TRANSCENDENTAL, GlobalCounters, all_int, colored, time_to_str
 from tg_core.uop import Ops
-from tg_core.uop.ops import UOp, VariableRangeError
+from tg_core.uop.ops import UOp, VariableRangeError, sym_infer
 from tg_core.schedule import ScheduleItem
 
 # every BUFFER uop's device memory, alive as long as the uop is
@@ -41,7 +41,8 @@ class CompiledRunner:
     for v, x in zip(self.p.vars, vals):
       if not v.arg.vmin_vmax[0] <= x <= v.arg.vmin_vmax[1]:
         raise VariableRangeError(f"kernel {self.p.name}: Variable {v.arg.name!r} = {x} is outside its range {list(v.arg.vmin_vmax)}")
-    gs = tuple(self.p.global_size) + (1,) * (3 - len(self.p.global_size)) if len(self.p.global_size) <= 3 else tuple(self.p.global_size)
+    gsz = self.p.global_size if all_int(self.p.global_size) else [sym_infer(g, var_vals) for g in self.p.global_size]
+    gs = tuple(gsz) + (1,) * (3 - len(gsz)) if len(gsz) <= 3 else tuple(gsz)
     return self.prg(*[b._buf for b in bufs], global_size=gs, local_size=tuple(self.p.local_size or (1, 1, 1)), vals=vals, wait=wait)
 
 _runner_cache: dict[tuple, CompiledRunner] = {}
