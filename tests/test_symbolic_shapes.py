@@ -9,7 +9,7 @@ import pytest
 
 from tg_core import Tensor, TinyJit, Variable, dtypes
 from tg_core.uop import Ops
-from tg_core.uop.ops import UOp, sym_infer
+from tg_core.uop.ops import UOp, sint_eq, sym_infer
 
 rng = np.random.default_rng(7)
 def rnd(*s: int) -> np.ndarray: return rng.standard_normal(s).astype(np.float32)
@@ -433,3 +433,63 @@ def test_launch_checks_the_range():
   items, var_vals = (t[:Variable("i", 1, 10).bind(3)] * 2).schedule_with_vars()
   assert var_vals == {"i": 3}
   with pytest.raises(VariableRangeError, match="'i' = 11"): run_schedule(items, {"i": 11})
+
+# *** shapes and bound values of views (tinygrad's test_symbolic_shapetracker) ***
+
+def test_cat_shapes_and_values():
+  i, j, k = (Variable(n, 1, 5).bind(3) for n in "ijk")
+  a, b, c = rnd(5, 4), rnd(5, 4), rnd(5, 4)
+  t = Tensor(a)[:i].cat(Tensor(b)[:j], dim=0).cat(Tensor(c)[:k], dim=0)
+  assert sint_eq(t.shape[0], i + j + k) and t.shape[1] == 4
+  close(t.realize()[:9].numpy(), np.concatenate([a[:3], b[:3], c[:3]]))
+  t = Tensor(a)[:i, :3].cat(Tensor(b)[:i, :3], dim=0).cat(Tensor(c)[:3, :3], dim=0)
+  assert sint_eq(t.shape[0], 2 * i + 3)
+  close(t.realize()[:9].numpy(), np.concatenate([a[:3, :3], b[:3, :3], c[:3, :3]]))
+
+def test_var_vals_of_views():
+  x, y, z = Variable("x", 1, 6).bind(3), Variable("y", 1, 9).bind(4), Variable("z", 1, 8).bind(5)
+  assert Tensor.ones(3, 4).contiguous().schedule_with_vars()[1] == {}
+  assert (Tensor.empty(x, 3) + 1).schedule_with_vars()[1] == {"x": 3}
+  a = rnd(9, 9, 9)
+  t = Tensor(a).shrink(((0, x), (z, z + 1), (0, y)))
+  assert t.shape[1] == 1 and t.contiguous().schedule_with_vars()[1] == {"x": 3, "y": 4, "z": 5}
+  close(Tensor(a).shrink(((x, x + 3), (3, 7), (2, 5))).reshape(3 * 4 * 3).numpy(), a[3:6, 3:7, 2:5].reshape(-1))
+
+def test_unbind_graph():
+  from tg_core.schedule.variables import unbind_graph
+  v, bv = Variable("v", 0, 2), Variable("v", 0, 2).bind(2)
+  t = Tensor(rnd(3, 4)).shrink(((bv, bv + 1), (0, 4)))
+  sink = UOp.sink(t.uop)
+  unbound, _, binds = unbind_graph(sink, list(sink.toposort()))
+  assert unbound.src[0].shape == (1, 4) and unbound.src[0].arg == ((v, v + 1), (0, 4)) and binds == {v: bv}
+
+def test_two_symbol_reshape():
+  a = rnd(5, 5)
+  t = Tensor(a)
+  for i, j in [(2, 3), (4, 1), (5, 5)]:
+    vi, vj = Variable("i", 1, 5).bind(i), Variable("j", 1, 5).bind(j)
+    x = t[:vi, :vj].reshape(vj, vi)
+    assert x.shape == (vj, vi)
+    close(x.realize()[:j, :i].numpy(), a[:i, :j].reshape(j, i))
+    y = x.reshape(vi, vj)
+    assert y.shape == (vi, vj) and x.reshape(1, vi * vj).shape[0] == 1
+    close(y.realize()[:i, :j].numpy(), a[:i, :j])
+
+def test_expand_into_symbols_and_pad():
+  vi, vj = Variable("i", 1, 5).bind(3), Variable("j", 1, 5).bind(2)
+  a = Tensor([[1], [2], [3]]).expand((3, vi))
+  assert a.shape == (3, vi)
+  b = a.reshape(3, vi, 1).expand((3, vi, vj))
+  assert b.shape == (3, vi, vj)
+  np.testing.assert_equal(b.contiguous().realize()[:3, :3, :2].numpy(), np.broadcast_to(np.array([1, 2, 3]).reshape(3, 1, 1), (3, 3, 2)))
+  c = Tensor(1).unsqueeze(0).pad((0, 24)).unsqueeze(0).expand((vi, 25))
+  assert c.shape == (vi, 25) and sint_eq(c.reshape(25 * vi).shape[0], vi * 25)
+  v = Variable("v", 1, 100).bind(5)
+  p = Tensor.ones(100)[:v].pad(((4, 0),))
+  assert sint_eq(p.shape[0], v + 4)
+  assert p.realize()[:9].tolist() == [0, 0, 0, 0, 1, 1, 1, 1, 1]
+
+def test_shrink_with_unbound_variable_shapes():
+  vi = Variable("i", 1, 5)
+  assert Tensor(rnd(5, 5)).shrink(((0, 5), (0, vi))).shape == (5, vi)
+  assert Tensor(rnd(3, 6)).shrink(((0, 2), (vi, vi + 1))).shape == (2, 1)

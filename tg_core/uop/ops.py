@@ -608,18 +608,24 @@ def cmod(x: int, y: int) -> int:
   return x - cdiv(x, y) * y if y != 0 else 0
 
 def _is_zero(x: sint) -> bool: return isinstance(x, int) and x == 0
-def _linear(x: sint) -> tuple[int, dict[UOp, int]] | None:
-  """x as const + sum(coeff * term) over sums and constant multiples (None if x is not an int-valued size)."""
+Poly = tuple[int, dict[tuple["UOp", ...], int]]
+def _poly(x: sint) -> Poly | None:
+  """x as const + sum(coeff * monomial), a monomial being a product of leaf nodes (sorted by id): the canonical form of
+  sums and products of Variables. None if x is not an int-valued size."""
   if isinstance(x, int): return x, {}
   if x.op is Ops.CONST: return (x.arg, {}) if isinstance(x.arg, int) else None
-  if x.op is Ops.ADD and (l0 := _linear(x.src[0])) is not None and (l1 := _linear(x.src[1])) is not None:
-    terms = dict(l0[1])
-    for t, c in l1[1].items(): terms[t] = terms.get(t, 0) + c
-    return l0[0] + l1[0], terms
-  if x.op is Ops.MUL:
-    for v, o in ((x.src[0], x.src[1]), (x.src[1], x.src[0])):
-      if v.op is Ops.CONST and isinstance(v.arg, int) and (lo := _linear(o)) is not None: return lo[0] * v.arg, {t: c * v.arg for t, c in lo[1].items()}
-  return 0, {x: 1}
+  if x.op in (Ops.ADD, Ops.MUL) and (p0 := _poly(x.src[0])) is not None and (p1 := _poly(x.src[1])) is not None:
+    if x.op is Ops.ADD:
+      terms = dict(p0[1])
+      for t, c in p1[1].items(): terms[t] = terms.get(t, 0) + c
+      return p0[0] + p1[0], terms
+    # (a0 + sum a_i m_i) * (b0 + sum b_j n_j), distributed
+    out: dict[tuple[UOp, ...], int] = {}
+    for ta, ca in [((), p0[0]), *p0[1].items()]:
+      for tb, cb in [((), p1[0]), *p1[1].items()]:
+        if ca and cb: out[k] = out.get(k := tuple(sorted(ta + tb, key=id)), 0) + ca * cb
+    return out.pop((), 0), out
+  return 0, {(x,): 1}
 
 def svmin(x: sint) -> ConstType: return x.vmin if isinstance(x, UOp) else x
 def svmax(x: sint) -> ConstType: return x.vmax if isinstance(x, UOp) else x
@@ -632,23 +638,23 @@ def same_numel(a: Sequence[sint], b: Sequence[sint]) -> bool:
   """Shapes with provably equal element counts (the same factors, regrouped, or equal products)."""
   return _same_factors(a, b) or sint_eq(prod(a), prod(b))
 
-def _linear_diff(a: sint, b: sint) -> tuple[int, dict[UOp, int]] | None:
-  if (la := _linear(a)) is None or (lb := _linear(b)) is None: return None
+def _poly_diff(a: sint, b: sint) -> Poly | None:
+  if (la := _poly(a)) is None or (lb := _poly(b)) is None: return None
   terms = dict(la[1])
   for t, c in lb[1].items(): terms[t] = terms.get(t, 0) - c
   return la[0] - lb[0], {t: c for t, c in terms.items() if c}
 
 def sint_diff(a: sint, b: sint) -> int | None:
-  """a - b when it is a constant, found without the simplifier (sizes are sums of scaled Variables); None if not."""
-  return d[0] if (d := _linear_diff(a, b)) is not None and not d[1] else None
+  """a - b when it is a constant, found without the simplifier (sizes are polynomials in Variables); None if not."""
+  return d[0] if (d := _poly_diff(a, b)) is not None and not d[1] else None
 
 def sint_eq(a: sint, b: sint) -> bool:
-  """Sizes provably equal. Sums of scaled Variables compare by their linear forms; anything else asks the simplifier."""
+  """Sizes provably equal. Polynomials in Variables compare by their canonical form; anything else asks the simplifier."""
   if isinstance(a, int) and isinstance(b, int): return a == b
   if a is b: return True
-  if (d := _linear_diff(a, b)) is not None:
+  if (d := _poly_diff(a, b)) is not None:
     if not d[1]: return d[0] == 0
-    if all(t.op is Ops.BIND or t.is_variable for t in d[1]): return False  # the linear form over Variables is canonical
+    if all(t.op is Ops.BIND or t.is_variable for m in d[1] for t in m): return False  # the form over Variables is canonical
   return ssimplify(sint_to_uop(a) - b) == 0
 
 # symbolic sizes are simplified as they are made: `(i+2) - i` is the int 2, so views of bound Variables keep concrete dims
