@@ -493,3 +493,10 @@ def test_shrink_with_unbound_variable_shapes():
   vi = Variable("i", 1, 5)
   assert Tensor(rnd(5, 5)).shrink(((0, 5), (0, vi))).shape == (5, vi)
   assert Tensor(rnd(3, 6)).shrink(((0, 2), (vi, vi + 1))).shape == (2, 1)
+
+def test_backward_through_symbolic_slice():
+  a = rnd(10)
+  for i in (1, 4, 10):
+    x = Tensor(a, requires_grad=True)
+    (x[:Variable("i", 1, 10).bind(i)] * x[:Variable("i", 1, 10).bind(i)]).sum().backward()
+    close(x.grad.numpy(), np.where(np.arange(10) < i, 2 * a, 0))
