@@ -500,3 +500,12 @@ def test_backward_through_symbolic_slice():
     x = Tensor(a, requires_grad=True)
     (x[:Variable("i", 1, 10).bind(i)] * x[:Variable("i", 1, 10).bind(i)]).sum().backward()
     close(x.grad.numpy(), np.where(np.arange(10) < i, 2 * a, 0))
+
+def test_realize_symbolic_and_concrete_together():
+  a = rnd(4, 10)
+  ta = Tensor(a)
+  x, y = ta[:, :Variable("i", 1, 10).bind(3)] + 1, ta * 2
+  Tensor.realize(x, y)
+  assert x.is_realized() and y.is_realized()
+  close(x[:, :3].numpy(), a[:, :3] + 1)
+  close(y.numpy(), a * 2)

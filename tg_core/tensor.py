@@ -157,7 +157,8 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, RandomMixin,
       # bound values are runtime arguments: schedule (and cache) the graph over the bare Variables, then bind the results again
       sink, unbound, binds = unbind_graph(sink, topo)
       items, ubecomes = create_schedule_cached(sink)
-      becomes = {old: rebind(ubecomes[new], binds) for old, new in unbound.items() if new in ubecomes}
+      old_of = {new: old for old, new in unbound.items()}  # nodes without a BIND below are their own unbound form
+      becomes = {old_of.get(n, n): rebind(v, binds) for n, v in ubecomes.items()}
       var_vals = var_vals_of(binds)
     else: items, becomes = create_schedule_cached(sink, topo)
     if becomes:
