@@ -33,16 +33,21 @@ class CompiledRunner:
     self.prg = dev.runtime(device, self.p.name, self.lib)
     self.compile_time = time.perf_counter() - st
     self.device = device
+    gs = self.p.global_size
+    self.global_size: tuple[int, ...] | None = (tuple(gs) + (1,) * (3 - len(gs)) if len(gs) <= 3 else tuple(gs)) if all_int(gs) else None
   def __call__(self, bufs: list[Buffer], var_vals: dict[str, int], wait: bool = False) -> float | None:
-    try: vals = tuple(var_vals[v.arg.name] for v in self.p.vars)
-    except KeyError as e: raise UnboundVariableError(f"kernel {self.p.name} needs Variable {e.args[0]!r}, which has no value: bind it, "
-                                                     f"Variable(...).bind(n)") from None
-    # the kernel was compiled for the Variables' ranges (buffers hold their largest sizes): a value outside reads out of bounds
-    for v, x in zip(self.p.vars, vals):
-      if not v.arg.vmin_vmax[0] <= x <= v.arg.vmin_vmax[1]:
-        raise VariableRangeError(f"kernel {self.p.name}: Variable {v.arg.name!r} = {x} is outside its range {list(v.arg.vmin_vmax)}")
-    gsz = self.p.global_size if all_int(self.p.global_size) else [sym_infer(g, var_vals) for g in self.p.global_size]
-    gs = tuple(gsz) + (1,) * (3 - len(gsz)) if len(gsz) <= 3 else tuple(gsz)
+    vals: tuple[int, ...] = ()
+    if self.p.vars:
+      try: vals = tuple(var_vals[v.arg.name] for v in self.p.vars)
+      except KeyError as e: raise UnboundVariableError(f"kernel {self.p.name} needs Variable {e.args[0]!r}, which has no value: bind it, "
+                                                       f"Variable(...).bind(n)") from None
+      # the kernel was compiled for the Variables' ranges (buffers hold their largest sizes): a value outside reads out of bounds
+      for v, x in zip(self.p.vars, vals):
+        if not v.arg.vmin_vmax[0] <= x <= v.arg.vmin_vmax[1]:
+          raise VariableRangeError(f"kernel {self.p.name}: Variable {v.arg.name!r} = {x} is outside its range {list(v.arg.vmin_vmax)}")
+    if (gs := self.global_size) is None:  # a symbolic grid is sized at launch
+      gsz = [sym_infer(g, var_vals) for g in self.p.global_size]
+      gs = tuple(gsz) + (1,) * (3 - len(gsz)) if len(gsz) <= 3 else tuple(gsz)
     return self.prg(*[b._buf for b in bufs], global_size=gs, local_size=tuple(self.p.local_size or (1, 1, 1)), vals=vals, wait=wait)
 
 _runner_cache: dict[tuple, CompiledRunner] = {}

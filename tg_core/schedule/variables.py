@@ -35,7 +35,17 @@ def _map_arg(arg: tuple, fxn: dict[UOp, UOp]) -> tuple:
                for a in arg)
 
 def has_binds(topo: list[UOp]) -> bool:
-  return any(u.op is Ops.BIND or (u.op in GroupOp.Movement and _arg_uops(u.arg)) for u in topo)
+  """A bound Variable is in the graph: a BIND node, or a symbolic size of a movement op (runs on every realize: kept lean)."""
+  for u in topo:
+    op = u.op
+    if op is Ops.BIND: return True
+    if op is Ops.RESHAPE or op is Ops.EXPAND:
+      for a in u.arg:
+        if a.__class__ is not int: return True
+    elif op is Ops.SHRINK or op is Ops.PAD:
+      for b, e in u.arg:
+        if b.__class__ is not int or e.__class__ is not int: return True
+  return False
 
 def _record(b: UOp, binds: dict[UOp, UOp]) -> None:
   var = b.src[0]
@@ -97,4 +107,4 @@ def bound_vars_in(u: UOp, binds: dict[UOp, UOp] | None = None) -> dict[UOp, UOp]
           if b.op is Ops.BIND: _record(b, binds)
   return binds
 
-__all__ = ["BindMismatchError", "unbind_graph", "unbind_arg", "rebind", "has_binds", "var_vals_of", "bound_vars_in"]
+__all__ = ["BindMismatchError", "has_binds", "unbind_graph", "unbind_arg", "rebind", "var_vals_of", "bound_vars_in"]
