@@ -11,7 +11,7 @@ from tg_core.dtype import ConstType, DType, DTypeLike, _from_np_dtype, _to_np_dt
   least_upper_float, strong_dtype, sum_acc_dtype, to_dtype
 from tg_core.helpers import SPEC, SPLIT_REDUCEOP, all_int, argfix, prod
 from tg_core.uop import GroupOp, Ops
-from tg_core.uop.ops import UOp, identity_element, resolve, sint, smax
+from tg_core.uop.ops import UOp, identity_element, resolve, same_numel, sint, sint_diff, sint_eq, sint_to_uop, smax, svmax, svmin
 
 from tg_core.frontend.elementwise import ElementwiseMixin
 from tg_core.frontend.indexing import IndexingMixin
@@ -140,6 +140,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, RandomMixin,
   def schedule_with_vars(self, *lst: Tensor) -> tuple[list, dict[str, int]]:
     from tg_core.schedule.cache import create_schedule_cached
     from tg_core.function import resolve_calls
+    from tg_core.schedule.variables import has_binds, rebind, unbind_graph, var_vals_of
     sink = UOp.sink(*[t.uop for t in (self, *lst)])
     if SPEC:  # the spec tables load only when checked
       from tg_core.uop.spec import spec_tensor, verify_if_spec
@@ -151,7 +152,15 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, RandomMixin,
           t.uop = nu
           if nu.op is Ops.AFTER: after_holders[id(t)] = t
       sink, topo = resolved, None
-    items, becomes = create_schedule_cached(sink, topo)
+    var_vals: dict[str, int] = {}
+    if has_binds(topo if topo is not None else (topo := list(sink.toposort()))):
+      # bound values are runtime arguments: schedule (and cache) the graph over the bare Variables, then bind the results again
+      sink, unbound, binds = unbind_graph(sink, topo)
+      items, ubecomes = create_schedule_cached(sink)
+      old_of = {new: old for old, new in unbound.items()}  # nodes without a BIND below are their own unbound form
+      becomes = {old_of.get(n, n): rebind(v, binds) for n, v in ubecomes.items()}
+      var_vals = var_vals_of(binds)
+    else: items, becomes = create_schedule_cached(sink, topo)
     if becomes:
       # the realized tensors now hold their buffers. Other tensors with an identical (hash-consed) graph keep it: giving
       # them the same buffer would alias them, and a later assign to one would change the other. An assign (AFTER) is
@@ -159,7 +168,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, RandomMixin,
       for t in (self, *lst): t.uop = becomes.get(t.uop, t.uop)
       for t in list(after_holders.values()):
         if t.uop.op is Ops.AFTER and (nu := becomes.get(t.uop)) is not None: t.uop = nu
-    return items, {}
+    return items, var_vals
   def schedule(self, *lst: Tensor) -> list:
     """The kernels that realize these tensors, in order. The tensors now refer to their (not yet filled) buffers: run the
     items with `tg_core.engine.realize.run_schedule`."""
@@ -179,12 +188,13 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, RandomMixin,
     return buffer_of(t.uop.base)
   def data(self) -> memoryview:
     if 0 in self.shape: return memoryview(bytearray(0)).cast(self.dtype.fmt or "B")
+    if not all_int(self.shape): raise SymbolicShapeError(_no_symbolic_data(self.shape))
     buf = self._buffer()
     mv = buf.as_buffer()
     if self.dtype.fmt is None: return mv
     return mv.cast(self.dtype.fmt, self.shape) if len(self.shape) else mv.cast(self.dtype.fmt)
   def numpy(self) -> np.ndarray:
-    if not all_int(self.shape): raise ValueError(f"can't numpy() a symbolic shape {self.shape}")
+    if not all_int(self.shape): raise SymbolicShapeError(_no_symbolic_data(self.shape))
     if self.dtype in (dtypes.bfloat16, *dtypes.fp8s): return self.cast(dtypes.float32).numpy()
     npdt = _to_np_dtype(self.dtype)
     if 0 in self.shape: return np.zeros(self.shape, dtype=npdt)
@@ -240,8 +250,9 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, RandomMixin,
     shp = argfix(*shape)
     dt = to_dtype(dtype) if dtype is not None else dtypes.default_float
     dev = canonicalize_device(device)
-    buf = UOp.new_buffer(dev, int(prod(shp)), dt)
-    return Tensor(buf.reshape(shp) if shp != (prod(shp),) else buf, **kwargs)
+    # a symbolic shape gets a buffer of its largest size, viewed (shrunk) to the shape
+    buf = UOp.new_buffer(dev, prod(svmax(s) for s in shp), dt)
+    return Tensor(buf.view_as(shp) if shp != (buf.arg.size,) else buf, **kwargs)
   @staticmethod
   def full(shape: tuple[sint, ...] | int, fill_value: ConstType, dtype: DTypeLike | None = None, device: str | None = None, **kwargs: Any) -> Tensor:
     shp = argfix(shape)
@@ -255,6 +266,8 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, RandomMixin,
   @staticmethod
   def arange(start: int | float, stop: int | float | None = None, step: int | float = 1, **kwargs: Any) -> Tensor:
     if stop is None: stop, start = start, 0
+    if any(isinstance(x, UOp) for x in (start, stop, step)):
+      raise TypeError(f"arange needs concrete bounds, got {_sstr((start, stop, step))}: make arange(max) and slice it, arange(n)[:i]")
     if step == 0: raise ValueError("arange step must not be zero")
     dtype = to_dtype(kwargs.pop("dtype")) if "dtype" in kwargs else strong_dtype(dtypes.from_py([start, stop, step]))
     n = max(math.ceil((stop - start) / step), 0)
@@ -301,8 +314,10 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, RandomMixin,
       if rest == 0 or self.numel() % rest != 0: raise RuntimeError(f"shape '{new_shape}' is invalid for input of size {self.numel()}")
       new_shape = tuple(self.numel() // rest if s == -1 else s for s in new_shape)
     new_shape = tuple(self.shape[i] if s is None else s for i, s in enumerate(new_shape))
-    if prod(new_shape) != self.numel() if all_int(new_shape) and all_int(self.shape) else False:
-      raise RuntimeError(f"shape '{new_shape}' is invalid for input of size {self.numel()}")
+    if all_int(new_shape) and all_int(self.shape):
+      if prod(new_shape) != self.numel(): raise RuntimeError(f"shape '{new_shape}' is invalid for input of size {self.numel()}")
+    elif not same_numel(new_shape, self.shape):  # symbolic sizes must be provably equal, as in tinygrad
+      raise ValueError(f"size mismatch, can't reshape {_sstr(self.shape)} -> {_sstr(new_shape)}: the element counts are not provably equal")
     return self if new_shape == self.shape else self._apply_uop(lambda u: u.reshape(new_shape))
   def view(self, shape: Any, *args: Any) -> Tensor:
     if isinstance(shape, DType) or isinstance(shape, str): return self.bitcast(to_dtype(shape))
@@ -328,7 +343,12 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, RandomMixin,
     if len(arg) != self.ndim: raise ValueError(f"shrink arg {arg} must have {self.ndim} entries")
     full = tuple(x if x is not None else (0, s) for x, s in zip(arg, self.shape))
     for (b, e), s in zip(full, self.shape):
-      if not (0 <= b <= e <= s) if all_int((b, e, s)) else False: raise ValueError(f"invalid shrink {full} for shape {self.shape}")
+      if all_int((b, e, s)):
+        if not 0 <= b <= e <= s: raise ValueError(f"invalid shrink {full} for shape {self.shape}")
+      # symbolic: the bounds must stay inside the dim's largest size (its storage); smaller ends are read as in tinygrad
+      elif svmin(b) < 0 or svmax(e) > svmax(s) or ((d := sint_diff(e, b)) is not None and d < 0) or (d is None and not resolve(sint_to_uop(b) <= e, True)):
+        raise ValueError(f"invalid shrink {_sstr(full)} for shape {_sstr(self.shape)}: a bound can leave [0, {svmax(s)}] for some value of "
+                         "its Variables; narrow the Variable's range")
     if all(b == 0 and e == s for (b, e), s in zip(full, self.shape)): return self
     return self._apply_uop(lambda u: u.shrink(full))
   def pad(self, padding: Sequence[sint] | Sequence[tuple[sint, sint] | None], mode: str = "constant", value: float = 0.0) -> Tensor:
@@ -403,8 +423,9 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, RandomMixin,
     if self.shape == new_shape: return self
     if self.ndim > len(new_shape): raise BroadcastError(f"cannot broadcast tensor to fewer dimensions. shape={self.shape} to {new_shape=}")
     shape, _ = _align_left(self.shape, new_shape)
-    if any(not (s == ns or s == 1) for s, ns in zip(shape, new_shape)): raise BroadcastError(f"cannot broadcast {self.shape} to {new_shape=}")
-    return self.reshape(shape).expand(new_shape)
+    if any(not (s == 1 or sint_eq(s, ns)) for s, ns in zip(shape, new_shape)): raise BroadcastError(f"cannot broadcast {self.shape} to {new_shape=}")
+    # equal symbolic sizes written differently take new_shape's form (a reshape), so the shapes of the two sides are identical
+    return self.reshape(tuple(ns if s is not ns and s != 1 else s for s, ns in zip(shape, new_shape))).expand(new_shape)
   def _binop(self, op: Ops, x: Tensor | ConstType, reverse: bool) -> Tensor:
     a, b = self._broadcasted(x, reverse)
     return a._apply_uop(lambda u, v: u.alu(op, v), b)
@@ -706,6 +727,17 @@ def _split_factor(n: int) -> int:
   """The number of partial reductions for a full reduction of n elements: the largest divisor of n up to 256 (>= 16)."""
   return next((d for d in range(256, 15, -1) if n % d == 0), 1)
 
+def _sstr(x: Any) -> str:
+  """A shape (or shrink/pad arg) with its symbolic sizes written as expressions: (3, i=2)."""
+  if isinstance(x, UOp): return x.render(simplify=False)
+  if isinstance(x, tuple): return "(" + ", ".join(_sstr(a) for a in x) + ("," if len(x) == 1 else "") + ")"
+  return repr(x)
+
+class SymbolicShapeError(AssertionError, ValueError):
+  """Data of a tensor whose shape is symbolic. An AssertionError like tinygrad's (and a ValueError)."""
+def _no_symbolic_data(shape: tuple[sint, ...]) -> str:
+  return f"no data if shape is symbolic, shape={_sstr(shape)}: shrink it to a concrete shape first, e.g. t[:n]"
+
 class BroadcastError(RuntimeError, ValueError):
   """Shapes that don't broadcast. A RuntimeError like torch's and a ValueError like tinygrad's."""
 
@@ -720,7 +752,7 @@ def _broadcast_shape(*shapes: tuple[sint, ...]) -> tuple[sint, ...]:
   out = []
   for dims in zip(*aligned):
     nz = [d for d in dims if d != 1]
-    if any(d != nz[0] for d in nz): raise BroadcastError(f"cannot broadcast shapes {shapes}: mismatch in dim sizes {dims}")
+    if any(not sint_eq(d, nz[0]) for d in nz): raise BroadcastError(f"cannot broadcast shapes {shapes}: mismatch in dim sizes {dims}")
     out.append(nz[0] if nz else 1)
   return tuple(out)
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from tg_core.dtype import AddrSpace, dtypes
 from tg_core.helpers import BEAM, CHECK_OOB, DEBUG, EMULATED_DTYPES, IGNORE_BEAM_CACHE, NOOPT, SPEC, TRANSCENDENTAL, ContextVar, prod
 from tg_core.uop import GroupOp, Ops
-from tg_core.uop.ops import UOp
+from tg_core.uop.ops import UOp, sint, svmax
 from tg_core.uop.rewrite import graph_rewrite
 from tg_core.codegen.linearize import linearize
 from tg_core.codegen.transcendental import rewrite_transcendental
@@ -31,7 +31,7 @@ class ProgramSpec:
   device: str
   ast: UOp
   uops: list[UOp]
-  global_size: list[int] = field(default_factory=lambda: [1, 1, 1])
+  global_size: list[sint] = field(default_factory=lambda: [1, 1, 1])
   local_size: list[int] | None = None
   vars: list[UOp] = field(default_factory=list)
   globals: list[int] = field(default_factory=list)
@@ -74,13 +74,13 @@ def _native_reduce_filter(sink: UOp, ren: Renderer):  # type: ignore[no-untyped-
   """For renderers that reduce whole axes at once (`caps.native_reduce_limit`: the most elements one REDUCE may span,
   grid included), which REDUCEs to leave unlowered. None: lower them all into loops."""
   if not (limit := ren.caps.native_reduce_limit): return None
-  grid = prod(int(u.src[0].arg) for u in sink.toposort() if u.op is Ops.SPECIAL and u.src[0].op is Ops.CONST)
+  grid = prod(u.src[0].vmax for u in sink.toposort() if u.op is Ops.SPECIAL)  # a symbolic grid dim counts its largest size
   emu = emulated_dtypes(ren)  # emulated dtypes need the lowered (register accumulator) form
   def keep(red: UOp) -> bool:
     if red.dtype.scalar() in emu: return False
-    sizes = [r.src[0].arg for r in red.src[1:] if r.op is Ops.RANGE]
+    sizes = [r.src[0].vmax for r in red.src[1:] if r.op is Ops.RANGE]  # a symbolic size counts its largest value
     nested = any(u.op is Ops.REDUCE for u in red.src[0].toposort())  # a reduce inside a reduce stays a loop
-    return all(isinstance(x, int) for x in sizes) and not nested and grid * prod(sizes) <= limit
+    return not nested and grid * prod(sizes) <= limit
   return keep
 
 def _vector_dtypes(ren: Renderer) -> set | None:
@@ -125,13 +125,13 @@ def get_program(ast: UOp, ren: Renderer, opts: list[Opt] | None = None) -> Progr
   src = ren.render(uops)
   name = ast.arg.name if ast.arg is not None else "kernel"
   specials = sorted([u for u in uops if u.op is Ops.SPECIAL and u.arg.startswith("gidx")], key=lambda u: u.arg)
-  global_size = [int(u.src[0].arg) for u in specials] or [1]
+  global_size = [u.src[0].arg if u.src[0].op is Ops.CONST else u.src[0] for u in specials] or [1]  # symbolic: sym_infer at launch
   lspecials = sorted([u for u in uops if u.op is Ops.SPECIAL and u.arg.startswith("lidx")], key=lambda u: u.arg)
   local_size = [int(u.src[0].arg) for u in lspecials] or None
   params = [u for u in uops if u.op is Ops.PARAM and u.arg.addrspace is AddrSpace.GLOBAL]
   outs = sorted({u.src[0].src[0].arg.slot for u in uops if u.op is Ops.STORE and u.src[0].op is Ops.INDEX and u.src[0].src[0].op is Ops.PARAM})
   ins = sorted({u.src[0].src[0].arg.slot for u in uops if u.op is Ops.LOAD and u.src[0].op is Ops.INDEX and u.src[0].src[0].op is Ops.PARAM})
   vars_ = sorted([u for u in uops if u.op is Ops.PARAM and u.arg.addrspace is AddrSpace.ALU], key=lambda v: v.arg.name)
-  ops = sum(1 for u in uops if u.op in GroupOp.ALU) * max(1, int(prod(global_size)))
+  ops = sum(1 for u in uops if u.op in GroupOp.ALU) * max(1, int(prod(svmax(g) for g in global_size)))
   if DEBUG >= 4: print(src)
   return ProgramSpec(name, src, ren.device, ast, uops, global_size, local_size, vars_, [p.arg.slot for p in params], outs, ins, ops)

@@ -17,7 +17,10 @@ def add_gpudims(ast: UOp, global_max: tuple[int, ...] | None) -> UOp:
   subs: dict[UOp, UOp] = {r: UOp.special(r.src[0], f"lidx{i}") for i, r in
                           enumerate(sorted([u for u in ast.toposort() if u.op is Ops.RANGE and u.arg[1] is AxisType.LOCAL], key=lambda r: r.arg[0]))}
   loops = sorted(loops, key=lambda r: r.arg[0])
-  if len(loops) <= len(global_max) and all(isinstance(r.src[0].arg, int) and r.src[0].arg <= m for r, m in zip(loops, global_max)):
+  def fits(ls: list[UOp]) -> bool: return len(ls) <= len(global_max) and all(r.src[0].vmax <= m for r, m in zip(ls, global_max))
+  # a loop of symbolic size (a bound Variable's) is a grid dim sized at launch; where the grid must be merged it stays a loop
+  if not fits(loops): loops = [r for r in loops if r.src[0].op is Ops.CONST]
+  if fits(loops):
     for i, r in enumerate(loops): subs[r] = UOp.special(r.src[0], f"gidx{i}")
   else:
     # merge the leading loops into the first grid dim until they fit

@@ -2,13 +2,20 @@
 
 Call 1 runs the function normally; call 2 runs it while recording every kernel with its buffers; later calls
 swap the recorded input buffers for the new inputs' and replay the kernels. Inputs must keep their shapes,
-dtypes and devices; outputs live in the same buffers on every replay (copy them if you keep them)."""
+dtypes and devices; outputs live in the same buffers on every replay (copy them if you keep them).
+
+Bound Variables are runtime arguments: one capture replays for every value. Their values come from the call's
+arguments (a bound Variable, `start_pos`) and from the bound shapes of its input tensors (`cache[:, :i]`, a view of a
+realized buffer: the kernels read that buffer through the view, so the view's structure is part of the signature)."""
 from __future__ import annotations
 import functools
 from typing import Any, Callable, Generic, TypeVar
 
 from tg_core.device import Buffer
 from tg_core.helpers import DEBUG, ContextVar
+from tg_core.uop import GroupOp, Ops
+from tg_core.uop.ops import UOp
+from tg_core.schedule.variables import bound_vars_in, rebind, unbind_arg, var_vals_of
 
 JIT = ContextVar("JIT", 1)
 R = TypeVar("R")
@@ -44,35 +51,62 @@ class TinyJit(Generic[R]):
       ret = self.fxn(*args, **kwargs)
       _realize_ret(ret)
       return ret
-    sig = [(t.shape, t.dtype, t.device) for t in inputs]
+    sig = [(_view_signature(t.uop), t.dtype, t.device) for t in inputs]
+    binds = _call_binds(args, kwargs, inputs)
     if self.cnt == 1:
       capturing.append([])
       try:
         ret = self.fxn(*args, **kwargs)
         _realize_ret(ret)
       finally: self.captured = capturing.pop()
-      self.input_sig, self.input_bufs = sig, [t._buffer() for t in inputs]
+      self.input_sig, self.input_bufs = sig, [_input_buffer(t) for t in inputs]
       self.ret = ret
       self.cnt += 1
       if DEBUG >= 1: print(f"JIT captured {len(self.captured)} kernels with {len(inputs)} inputs")
       return ret
     if sig != self.input_sig: raise JitError(f"jitted function called with inputs {sig}, captured with {self.input_sig}; call .reset() to recapture")
     assert self.captured is not None
-    swap = {id(old): t._buffer() for old, t in zip(self.input_bufs, inputs)}
+    swap = {id(old): _input_buffer(t) for old, t in zip(self.input_bufs, inputs)}
+    new_vals = var_vals_of(binds)
     for runner, bufs, var_vals in self.captured:
       new_bufs = [swap.get(id(b), b) for b in bufs]
       if isinstance(runner, str): new_bufs[0].copy_from(new_bufs[1])
-      else: runner(new_bufs, var_vals)
+      else: runner(new_bufs, {**var_vals, **new_vals} if new_vals else var_vals)
     self.cnt += 1
-    return _fresh(self.ret, Tensor)
+    return _fresh(self.ret, Tensor, binds)
 
 def _realize_ret(ret: Any) -> None:
   from tg_core.tensor import Tensor
   ts = [ret] if isinstance(ret, Tensor) else [r for r in ret if isinstance(r, Tensor)] if isinstance(ret, (tuple, list)) else []
   if ts: ts[0].realize(*ts[1:])
 
-def _fresh(ret: Any, Tensor: Any) -> Any:
-  """New Tensor objects over the captured output buffers (so callers can't mutate the jit's own outputs' graphs)."""
-  if isinstance(ret, Tensor): return Tensor(ret.uop, device=ret.device)
-  if isinstance(ret, (tuple, list)): return type(ret)(_fresh(r, Tensor) for r in ret)
+def _fresh(ret: Any, Tensor: Any, binds: dict[UOp, UOp]) -> Any:
+  """New Tensor objects over the captured output buffers (so callers can't mutate the jit's own outputs' graphs), their
+  symbolic shapes bound to this call's values."""
+  if isinstance(ret, Tensor):
+    u = ret.uop
+    if binds and (old := bound_vars_in(u)): u = rebind(u, {b: binds[v] for v, b in old.items() if v in binds})
+    return Tensor(u, device=ret.device)
+  if isinstance(ret, (tuple, list)): return type(ret)(_fresh(r, Tensor, binds) for r in ret)
   return ret
+
+def _input_buffer(t: Any) -> Buffer:
+  """The buffer a jitted function's input is read from: the base buffer of a view (the kernels read through the view)."""
+  from tg_core.engine.realize import buffer_of
+  return buffer_of(t.uop.base) if t.is_realized() else t._buffer()
+
+def _view_signature(u: UOp) -> tuple:
+  """What captured kernels assume about an input: its movement ops (bound Variables as bare Variables) and base buffer."""
+  chain = []
+  while u.op in GroupOp.Movement:
+    chain.append((u.op, unbind_arg(u.arg)))
+    u = u.src[0]
+  return tuple(chain), u.op, u.arg.size if u.op is Ops.BUFFER else None
+
+def _call_binds(args: tuple, kwargs: dict, inputs: list[Any]) -> dict[UOp, UOp]:
+  """{Variable: BIND} of this call: bound Variables passed as arguments and those in the input tensors' shapes."""
+  binds: dict[UOp, UOp] = {}
+  for a in (*args, *kwargs.values()):
+    if isinstance(a, UOp) and a.op is Ops.BIND: bound_vars_in(a, binds)
+  for t in inputs: bound_vars_in(t.uop, binds)
+  return binds

@@ -4,9 +4,9 @@ import time
 import weakref
 
 from tg_core.device import Buffer, Device
-from tg_core.helpers import BEAM, DEBUG, GlobalCounters, colored, time_to_str
+from tg_core.helpers import BEAM, DEBUG, GlobalCounters, all_int, colored, time_to_str
 from tg_core.uop import Ops
-from tg_core.uop.ops import UOp
+from tg_core.uop.ops import UOp, VariableRangeError, sym_infer
 from tg_core.schedule import ScheduleItem
 
 # every BUFFER uop's device memory, alive as long as the uop is
@@ -19,6 +19,9 @@ def buffer_of(u: UOp, allocate: bool = True) -> Buffer:
   if allocate and not b.is_allocated(): b.allocate()
   return b
 
+class UnboundVariableError(RuntimeError):
+  """A kernel over a Variable was run without a value for it."""
+
 class CompiledRunner:
   """A kernel compiled for one device, callable on buffers."""
   def __init__(self, device: str, ast: UOp, opts: list | None = None):
@@ -30,9 +33,21 @@ class CompiledRunner:
     self.prg = dev.runtime(device, self.p.name, self.lib)
     self.compile_time = time.perf_counter() - st
     self.device = device
+    gs = self.p.global_size
+    self.global_size: tuple[int, ...] | None = (tuple(gs) + (1,) * (3 - len(gs)) if len(gs) <= 3 else tuple(gs)) if all_int(gs) else None
   def __call__(self, bufs: list[Buffer], var_vals: dict[str, int], wait: bool = False) -> float | None:
-    vals = tuple(var_vals[v.arg.name] for v in self.p.vars)
-    gs = tuple(self.p.global_size) + (1,) * (3 - len(self.p.global_size)) if len(self.p.global_size) <= 3 else tuple(self.p.global_size)
+    vals: tuple[int, ...] = ()
+    if self.p.vars:
+      try: vals = tuple(var_vals[v.arg.name] for v in self.p.vars)
+      except KeyError as e: raise UnboundVariableError(f"kernel {self.p.name} needs Variable {e.args[0]!r}, which has no value: bind it, "
+                                                       f"Variable(...).bind(n)") from None
+      # the kernel was compiled for the Variables' ranges (buffers hold their largest sizes): a value outside reads out of bounds
+      for v, x in zip(self.p.vars, vals):
+        if not v.arg.vmin_vmax[0] <= x <= v.arg.vmin_vmax[1]:
+          raise VariableRangeError(f"kernel {self.p.name}: Variable {v.arg.name!r} = {x} is outside its range {list(v.arg.vmin_vmax)}")
+    if (gs := self.global_size) is None:  # a symbolic grid is sized at launch
+      gsz = [sym_infer(g, var_vals) for g in self.p.global_size]
+      gs = tuple(gsz) + (1,) * (3 - len(gsz)) if len(gsz) <= 3 else tuple(gsz)
     return self.prg(*[b._buf for b in bufs], global_size=gs, local_size=tuple(self.p.local_size or (1, 1, 1)), vals=vals, wait=wait)
 
 _runner_cache: dict[tuple, CompiledRunner] = {}
@@ -73,4 +88,4 @@ def run_schedule(items: list[ScheduleItem], var_vals: dict[str, int] | None = No
       print(f"{colored(f'*** {device[:7]:7s} {GlobalCounters.kernel_count:4d}', 'magenta' if si.ast.op is Ops.COPY else 'green')} "
             f"{name:40s} tm {time_to_str(et)} ({GlobalCounters.time_sum_s*1e3:9.2f} ms total)")
 
-__all__ = ["run_schedule", "buffer_of", "buffers", "get_runner", "CompiledRunner"]
+__all__ = ["UnboundVariableError", "run_schedule", "buffer_of", "buffers", "get_runner", "CompiledRunner"]

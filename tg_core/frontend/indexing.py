@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 
 from tg_core.dtype import DType, dtypes
+from tg_core.uop.ops import UOp, sint, sint_diff, ssimplify
 
 from tg_core.frontend import tensor_class
 
@@ -45,13 +46,33 @@ def _broadcast_value(v: Tensor, shape: tuple[int, ...]) -> Tensor:
   except ValueError as e:
     raise RuntimeError(f"shape mismatch: value tensor of shape {list(v.shape)} cannot be broadcast to indexing result of shape {list(shape)}") from e
 
+def _symbolic_basic(indices: Any) -> bool:
+  """Basic indices (ints, slices, None, ...) of which some bound is a bound Variable."""
+  idx = indices if isinstance(indices, tuple) else (indices,)
+  if any(not (x is None or x is Ellipsis or isinstance(x, (int, slice, UOp))) for x in idx): return False
+  return any(isinstance(x, UOp) or (isinstance(x, slice) and (isinstance(x.start, UOp) or isinstance(x.stop, UOp))) for x in idx)
+
+def _symbolic_int_index(i: sint, size: sint, dim: int) -> _Idx:
+  """An int index that is a bound Variable, or an index into a symbolic dim: no wrap-around, checked against the max size."""
+  if (i.vmin if isinstance(i, UOp) else i) < 0 or (i.vmax if isinstance(i, UOp) else i) >= (size.vmax if isinstance(size, UOp) else size):
+    raise IndexError(f"index {i} can be out of bounds for dimension {dim} with size {size}: a symbolic index or dim takes no negative or wrapped indices")
+  return _Idx("int", 1, (i, i + 1), 1)
+
+def _symbolic_slice(index: slice, size: sint, dim: int) -> _Idx:
+  """A slice with a bound Variable end (or over a symbolic dim): step 1, no negative or clamped ends (as tinygrad)."""
+  if index.step not in (None, 1): raise IndexError(f"slicing dim {dim} symbolically ({index}) needs step 1, got {index.step}")
+  start, stop = 0 if index.start is None else index.start, size if index.stop is None else index.stop
+  for x in (start, stop):
+    if isinstance(x, int) and x < 0: raise IndexError(f"slice {index} of symbolic dim {dim} (size {size}) can't have negative ends")
+  return _Idx("slice", d if (d := sint_diff(stop, start)) is not None else ssimplify(stop - start), (start, stop), 1)
+
 @dataclass
 class _Idx:
   """One parsed index: kind is 'none', 'int', 'slice' or 'tensor'. For int/slice: the (start, end) `boundary` of the
   shrink, the `stride` (negative: flipped) and the resulting `size`. For tensor: the index Tensor."""
   kind: str
-  size: int = 1
-  boundary: tuple[int, int] = (0, 1)
+  size: sint = 1
+  boundary: tuple[sint, sint] = (0, 1)
   stride: int = 1
   tensor: Any = None
 
@@ -91,13 +112,17 @@ class IndexingMixin:
         ret.append(_Idx("tensor", size, (0, size), 1, t))
       elif isinstance(index, (bool, np.bool_)):
         raise IndexError("bool indices are not supported (as in tinygrad)")
+      elif isinstance(index, UOp): ret.append(_symbolic_int_index(index, size, dim))
       elif isinstance(index, (int, np.integer)):
-        i = int(index)
-        if not -size <= i < size: raise IndexError(f"index {i} is out of bounds for dimension {dim} with size {size}")
-        i = i + size if i < 0 else i
-        ret.append(_Idx("int", 1, (i, i + 1), 1))
+        if not isinstance(size, int): ret.append(_symbolic_int_index(int(index), size, dim))
+        else:
+          i = int(index)
+          if not -size <= i < size: raise IndexError(f"index {i} is out of bounds for dimension {dim} with size {size}")
+          i = i + size if i < 0 else i
+          ret.append(_Idx("int", 1, (i, i + 1), 1))
+      elif isinstance(index, slice) and (not isinstance(size, int) or any(isinstance(x, UOp) for x in (index.start, index.stop, index.step))):
+        ret.append(_symbolic_slice(index, size, dim))
       elif isinstance(index, slice):
-        if not isinstance(size, int): raise TypeError(f"slicing a symbolic dim {size} is not supported")
         start, stop, step = index.indices(size)  # raises ValueError for step 0, like torch
         n = len(range(start, stop, step))
         if n == 0: ret.append(_Idx("slice", 0, (0, 0), 1))
@@ -230,6 +255,11 @@ class IndexingMixin:
       return t
     v = detach_from_self(v)
     indices = tuple(detach_from_self(i) for i in indices) if isinstance(indices, tuple) else detach_from_self(indices)
+    if _symbolic_basic(indices):
+      # bounds with bound Variables (a KV cache slot, t[:, i:i+1] = k) are written in place through the view, for every value
+      view = self._getitem(indices)
+      view.assign(_broadcast_value(v, view.shape)).realize()
+      return
     self.assign(self._getitem(indices, v)).realize()
 
   def _setitem_with_grad(self: Any, indices: Any, v: Tensor) -> None:

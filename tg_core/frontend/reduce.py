@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Sequence
 from tg_core.dtype import DTypeLike, dtypes, least_upper_float, sum_acc_dtype
 from tg_core.helpers import argsort, prod, round_up
 from tg_core.uop import Ops
-from tg_core.uop.ops import identity_element
+from tg_core.uop.ops import identity_element, smax
 
 if TYPE_CHECKING:
   from tg_core.tensor import Tensor
@@ -196,7 +196,7 @@ class ReduceMixin:
     axes = _axes(self, axis)
     squares = (self - self.mean(axes, keepdim=True)).square()
     n = prod([self.shape[a] for a in axes])
-    return squares.sum(axes, keepdim).div(max(0, n - correction))
+    return squares.sum(axes, keepdim).div(smax(0, n - correction))  # smax: n may be symbolic
 
   def var_mean(self: Tensor, axis: int | Sequence[int] | None = None, keepdim: bool = False,  # type: ignore[misc]
                correction: int | float = 1) -> tuple[Tensor, Tensor]:

@@ -13,6 +13,7 @@ from tg_core.renderer.python import PythonRenderer
 from tg_core.dtype import AddrSpace, DType, _to_np_storage, dtypes
 from tg_core.helpers import CHECK_OOB
 from tg_core.uop import GroupOp, Ops
+from tg_core.uop.ops import identity_element
 
 # *** numpy storage for dtypes numpy lacks: bfloat16 and fp8 compute as float32, rounded on every produce ***
 def _bf16_to_f32(bits: np.ndarray) -> np.ndarray: return (np.asarray(bits).astype(np.uint32) << 16).view(np.float32)
@@ -186,7 +187,7 @@ def run_program(prog: list[tuple], bufs: tuple[Any, ...], vals: tuple[int, ...],
     elif op is Ops.AFTER: values[pc] = values[src[0]]
     elif op is Ops.CONST: values[pc] = np.asarray(arg, dtype=_compute_np(dt))[()]
     elif op is Ops.SPECIAL:
-      values[pc] = np.arange(prog[src[0]][3], dtype=np.int64 if dt.scalar() == dtypes.int64 else np.int32).reshape(
+      values[pc] = np.arange(int(values[src[0]]), dtype=np.int64 if dt.scalar() == dtypes.int64 else np.int32).reshape(  # size: computed
         [-1 if d == special_pos[pc] else 1 for d in range(ndim)])
     elif op is Ops.INDEX: values[pc] = (values[src[0]], values[src[1]], values[src[2]] if len(src) > 2 else None)
     elif op is Ops.LOAD:
@@ -218,12 +219,12 @@ def run_program(prog: list[tuple], bufs: tuple[Any, ...], vals: tuple[int, ...],
       axes = tuple(special_pos[r] for r in src[1:])
       x = np.asarray(values[src[0]])
       x = x.reshape(x.shape + (1,) * (ndim - x.ndim)) if x.ndim < ndim else x
-      sizes = {special_pos[r]: int(prog[prog[r][2][0]][3]) for r in src[1:]}  # the keep filter allows const sizes only
+      sizes = {special_pos[r]: np.shape(values[r])[special_pos[r]] for r in src[1:]}  # each range is an arange along its axis
       full = tuple(sizes.get(d, x.shape[d]) for d in range(ndim))
       x = np.broadcast_to(x, full)
       red = {Ops.ADD: np.add, Ops.MUL: np.multiply, Ops.MAX: np.maximum}[arg]
       with np.errstate(all="ignore"): r = red.reduce(x, axis=axes, keepdims=True, dtype=x.dtype) if x.size else \
-        np.full([1 if d in axes else x.shape[d] for d in range(ndim)], {Ops.ADD: 0, Ops.MUL: 1}.get(arg, 0), dtype=x.dtype)
+        np.full([1 if d in axes else x.shape[d] for d in range(ndim)], identity_element(arg, dt.scalar()), dtype=x.dtype)
       values[pc] = _round_to(r, dt.scalar()) if dt.scalar() in (dtypes.bfloat16, *dtypes.fp8s) else r
     elif op is Ops.RANGE:
       end = values[src[0]]

@@ -7,7 +7,7 @@
 from __future__ import annotations
 from dataclasses import dataclass, field
 
-from tg_core.helpers import DEBUG, prod
+from tg_core.helpers import DEBUG
 from tg_core.uop import GroupOp, Ops
 from tg_core.uop.ops import UOp
 from tg_core.schedule.rangeify import build_kernel
@@ -128,11 +128,12 @@ def create_schedule(sink: UOp, topo: list[UOp] | None = None) -> tuple[list[Sche
       items.append(ScheduleItem(ast, bufs, var_vals))
       realized[u] = target
       continue
-    if prod(u.shape) == 0:
+    if (n := u.max_numel()) == 0:
       realized[u] = UOp.new_buffer(device, 0, u.dtype).reshape(u.shape)
       continue
-    buf = UOp.new_buffer(device, int(prod(u.shape)), u.dtype)
-    view = buf.reshape(u.shape) if u.shape != (buf.arg.size,) else buf
+    # a symbolic shape gets a buffer of its largest size, viewed (shrunk) to the shape
+    buf = UOp.new_buffer(device, n, u.dtype)
+    view = buf.view_as(u.shape) if u.shape != (buf.arg.size,) else buf
     if u.op is Ops.COPY:
       src = realized.get(u.src[0], u.src[0])
       src_buf = src if src.op is Ops.BUFFER else src.src[0]

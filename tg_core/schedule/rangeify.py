@@ -6,12 +6,14 @@ gate). A REDUCE_AXIS opens one RANGE per reduced axis and becomes a REDUCE over 
 folds the index arithmetic back to plain strides wherever the views line up."""
 from __future__ import annotations
 import itertools
+import re
 import sys
 from dataclasses import dataclass, field
 
 from tg_core.dtype import AddrSpace, dtypes
+from tg_core.helpers import prod
 from tg_core.uop import GroupOp, Ops
-from tg_core.uop.ops import AxisType, KernelInfo, ParamArg, UOp, sint
+from tg_core.uop.ops import AxisType, KernelInfo, ParamArg, UOp, same_numel, sint, svmax
 
 def strides_for_shape(shape: tuple[sint, ...]) -> tuple[sint, ...]:
   ret: list[sint] = []
@@ -26,6 +28,31 @@ def linear_index(idx: tuple[UOp, ...], shape: tuple[sint, ...]) -> UOp:
   for i, st in zip(idx, strides_for_shape(shape)):
     if not (isinstance(st, int) and st == 0): ret = ret + i * st
   return ret
+
+def _split_index(flat: UOp, shape: tuple[sint, ...]) -> list[UOp]:
+  return [UOp.const(dtypes.weakint, 0) if s == 1 else (flat // st) % s if st != 0 else flat % s for s, st in zip(shape, strides_for_shape(shape))]
+
+def reshape_groups(ins: tuple[sint, ...], outs: tuple[sint, ...]) -> list[tuple[list[int], list[int]]]:
+  """Split a reshape into groups of consecutive input and output dims with equal element counts, in order (a size-1 dim
+  is a group of its own). One group of everything when the dims don't line up."""
+  groups: list[tuple[list[int], list[int]]] = []
+  i = j = 0
+  while i < len(ins) or j < len(outs):
+    if i < len(ins) and ins[i] == 1: groups, i = groups + [([i], [])], i + 1
+    elif j < len(outs) and outs[j] == 1: j += 1
+    elif i == len(ins) or j == len(outs): return [(list(range(len(ins))), list(range(len(outs))))]
+    else:
+      gi, go = [i], [j]
+      i, j = i + 1, j + 1
+      while not same_numel([ins[k] for k in gi], [outs[k] for k in go]):
+        # grow the side with fewer elements (a symbolic side counts its largest size)
+        grow_in = prod(svmax(ins[k]) for k in gi) <= prod(svmax(outs[k]) for k in go)
+        if grow_in and i < len(ins): gi, i = gi + [i], i + 1
+        elif j < len(outs): go, j = go + [j], j + 1
+        elif i < len(ins): gi, i = gi + [i], i + 1
+        else: return [(list(range(len(ins))), list(range(len(outs))))]
+      groups.append((gi, go))
+  return groups
 
 def _and(a: UOp | None, b: UOp | None) -> UOp | None:
   if a is None: return b
@@ -70,11 +97,12 @@ class KernelBuilder:
     in_shape = src.shape
     match u.op:
       case Ops.RESHAPE:
-        flat = linear_index(idx, u.shape)
         new: list[UOp] = []
-        for s, st in zip(in_shape, strides_for_shape(in_shape)):
-          if s == 1: new.append(UOp.const(dtypes.weakint, 0))
-          else: new.append((flat // st) % s if st != 0 else flat % s)
+        for gi, go in reshape_groups(in_shape, u.shape):
+          # each group of input dims is indexed by its group of output dims only: a dim kept whole (a symbolic one) passes
+          # its index through, and no division by a symbolic stride is made
+          if len(gi) == 1 and len(go) == 1: new.append(idx[go[0]])
+          else: new.extend(_split_index(linear_index(tuple(idx[j] for j in go), tuple(u.shape[j] for j in go)), tuple(in_shape[i] for i in gi)))
         return tuple(new), valid, src, None
       case Ops.PERMUTE:
         inv = [0] * len(u.arg)
@@ -142,7 +170,8 @@ class KernelBuilder:
     raise NotImplementedError(f"rangeify: can't index {u.op}")
 
 def kernel_name(out_shape: tuple[sint, ...], has_reduce: bool, reduce_shape: tuple[sint, ...] = ()) -> str:
-  dims = "_".join(str(s) for s in out_shape) or "1"
+  # a symbolic dim is named by its expression's letters and digits (`E_3_i2` for (3, i+2)): kernel names are identifiers
+  dims = "_".join(str(s) if isinstance(s, int) else re.sub(r"\W+", "", s.render(simplify=False)) for s in out_shape) or "1"
   return ("r_" if has_reduce else "E_") + dims
 
 def build_kernel(root: UOp, realized: dict[UOp, UOp], out_view: UOp) -> tuple[UOp, tuple[UOp, ...], dict[str, int]]:
@@ -162,6 +191,8 @@ def build_kernel(root: UOp, realized: dict[UOp, UOp], out_view: UOp) -> tuple[UO
     store = out_idx.store(val)
     for r in reversed([r for r in rngs if r.op is Ops.RANGE]): store = UOp(Ops.END, dtypes.void, (store, r))
     ast = UOp.sink(store, arg=KernelInfo(name=kernel_name(shape, kb.has_reduce)))
+    # Variables in symbolic shapes (range ends, view offsets) are the kernel's ALU params too
+    if vs := {u: kb.variable(u) for u in ast.toposort() if u.is_variable}: ast = ast.substitute(vs)
   finally: sys.setrecursionlimit(old)
   bufs = tuple(kb.params)
   return ast, bufs, kb.var_vals

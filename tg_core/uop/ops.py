@@ -201,7 +201,7 @@ class UOp(metaclass=UOpMetaClass):
       case Ops.PAD:
         ps = self.src[0]._shape
         return None if ps is None else tuple(_sadd(_sadd(s, b), e) for s, (b, e) in zip(ps, self.arg))
-      case Ops.SHRINK: return tuple(e if _is_zero(b) else e - b for b, e in self.arg)  # no `n+0` shapes from (0, n) shrinks
+      case Ops.SHRINK: return tuple(_ssub(e, b) for b, e in self.arg)  # no `n+0` shapes from (0, n) shrinks
       case Ops.FLIP: return self.src[0]._shape
       case Ops.REDUCE_AXIS:
         ps = self.src[0]._shape
@@ -226,7 +226,7 @@ class UOp(metaclass=UOpMetaClass):
   @property
   def ndim(self) -> int: return len(self.shape)
   def numel(self) -> sint: return prod(self.shape)
-  def max_numel(self) -> int: return prod(s if isinstance(s, int) else s.vmax for s in self.shape)
+  def max_numel(self) -> int: return prod(svmax(s) for s in self.shape)
   @recursive_property
   def device(self) -> str | tuple[str, ...] | None:
     match self.op:
@@ -304,7 +304,7 @@ class UOp(metaclass=UOpMetaClass):
   def bind(self, val: int) -> UOp:
     if not self.is_variable: raise RuntimeError(f"can only bind a variable, not {self.op}")
     lo, hi = self.arg.vmin_vmax
-    if not lo <= val <= hi: raise ValueError(f"bind {val} out of range for variable {self.arg.name!r} [{lo}, {hi}]")
+    if not lo <= val <= hi: raise VariableRangeError(f"bind {val} out of range for variable {self.arg.name!r} [{lo}, {hi}]: bind a value in its range")
     return UOp(Ops.BIND, self.dtype, (self, self.const_like(val)))
   def unbind(self) -> tuple[UOp, int]:
     assert self.op is Ops.BIND, f"can't unbind {self.op}"
@@ -492,9 +492,10 @@ class UOp(metaclass=UOpMetaClass):
     if any(not isinstance(s, UOp) and s < 0 for s in shape): raise ValueError(f"shape can't contain negative numbers {shape}")
     # with symbolic views prod equality can be true at runtime but unprovable: only reject provably unequal products
     # (`!=` on UOps is identity, so compare with .ne())
-    old_n, new_n = prod(self.shape), prod(shape)
-    ne = old_n.ne(new_n) if isinstance(old_n, UOp) else new_n.ne(old_n) if isinstance(new_n, UOp) else old_n != new_n
-    if resolve(ne, False): raise ValueError(f"bad reshape: {self.shape} -> {shape}")
+    if not _same_factors(self.shape, shape):  # the common symbolic case (the same symbolic dims, regrouped) needs no simplifier
+      old_n, new_n = prod(self.shape), prod(shape)
+      ne = old_n.ne(new_n) if isinstance(old_n, UOp) else new_n.ne(old_n) if isinstance(new_n, UOp) else old_n != new_n
+      if resolve(ne, False): raise ValueError(f"bad reshape: {self.shape} -> {shape}")
     return self if self.shape == shape else self._mop(Ops.RESHAPE, shape)
   def expand(self, shape: tuple[sint, ...]) -> UOp:
     shape = tuple(shape)
@@ -596,6 +597,9 @@ class UOp(metaclass=UOpMetaClass):
 _OPAQUE_CALL_BODIES = {Ops.SINK, Ops.PROGRAM, Ops.LINEAR, Ops.COPY, Ops.CUSTOM_FUNCTION}
 UOp._OPAQUE_CALL_BODIES = _OPAQUE_CALL_BODIES  # type: ignore[attr-defined]
 
+class VariableRangeError(ValueError, AssertionError):
+  """A Variable bound to a value outside its [min, max]. A ValueError (and an AssertionError, as tinygrad raises)."""
+
 def cdiv(x: int, y: int) -> int:
   """C-style integer division: the quotient truncates toward zero (Python's // floors)."""
   return abs(x) // abs(y) * (1 if (x < 0) == (y < 0) else -1) if y != 0 else 0
@@ -604,7 +608,62 @@ def cmod(x: int, y: int) -> int:
   return x - cdiv(x, y) * y if y != 0 else 0
 
 def _is_zero(x: sint) -> bool: return isinstance(x, int) and x == 0
-def _sadd(a: sint, b: sint) -> sint: return a if _is_zero(b) else b if _is_zero(a) else a + b
+Poly = tuple[int, dict[tuple["UOp", ...], int]]
+def _poly(x: sint) -> Poly | None:
+  """x as const + sum(coeff * monomial), a monomial being a product of leaf nodes (sorted by id): the canonical form of
+  sums and products of Variables. None if x is not an int-valued size."""
+  if isinstance(x, int): return x, {}
+  if x.op is Ops.CONST: return (x.arg, {}) if isinstance(x.arg, int) else None
+  if x.op in (Ops.ADD, Ops.MUL) and (p0 := _poly(x.src[0])) is not None and (p1 := _poly(x.src[1])) is not None:
+    if x.op is Ops.ADD:
+      terms = dict(p0[1])
+      for t, c in p1[1].items(): terms[t] = terms.get(t, 0) + c
+      return p0[0] + p1[0], terms
+    # (a0 + sum a_i m_i) * (b0 + sum b_j n_j), distributed
+    out: dict[tuple[UOp, ...], int] = {}
+    for ta, ca in [((), p0[0]), *p0[1].items()]:
+      for tb, cb in [((), p1[0]), *p1[1].items()]:
+        if ca and cb: out[k] = out.get(k := tuple(sorted(ta + tb, key=id)), 0) + ca * cb
+    return out.pop((), 0), out
+  return 0, {(x,): 1}
+
+def svmin(x: sint) -> ConstType: return x.vmin if isinstance(x, UOp) else x
+def svmax(x: sint) -> ConstType: return x.vmax if isinstance(x, UOp) else x
+
+def _same_factors(a: Sequence[sint], b: Sequence[sint]) -> bool:
+  """Shapes with the same int product and the same symbolic dims: equal element counts."""
+  return prod(s for s in a if isinstance(s, int)) == prod(s for s in b if isinstance(s, int)) and \
+    sorted((s for s in a if isinstance(s, UOp)), key=id) == sorted((s for s in b if isinstance(s, UOp)), key=id)
+def same_numel(a: Sequence[sint], b: Sequence[sint]) -> bool:
+  """Shapes with provably equal element counts (the same factors, regrouped, or equal products)."""
+  return _same_factors(a, b) or sint_eq(prod(a), prod(b))
+
+def _poly_diff(a: sint, b: sint) -> Poly | None:
+  if (la := _poly(a)) is None or (lb := _poly(b)) is None: return None
+  terms = dict(la[1])
+  for t, c in lb[1].items(): terms[t] = terms.get(t, 0) - c
+  return la[0] - lb[0], {t: c for t, c in terms.items() if c}
+
+def sint_diff(a: sint, b: sint) -> int | None:
+  """a - b when it is a constant, found without the simplifier (sizes are polynomials in Variables); None if not."""
+  return d[0] if (d := _poly_diff(a, b)) is not None and not d[1] else None
+
+def sint_eq(a: sint, b: sint) -> bool:
+  """Sizes provably equal. Polynomials in Variables compare by their canonical form; anything else asks the simplifier."""
+  if isinstance(a, int) and isinstance(b, int): return a == b
+  if a is b: return True
+  if (d := _poly_diff(a, b)) is not None:
+    if not d[1]: return d[0] == 0
+    if all(t.op is Ops.BIND or t.is_variable for m in d[1] for t in m): return False  # the form over Variables is canonical
+  return ssimplify(sint_to_uop(a) - b) == 0
+
+# symbolic sizes are simplified as they are made: `(i+2) - i` is the int 2, so views of bound Variables keep concrete dims
+# (a constant difference is found by the linear form first: running the simplifier on every new BIND's shapes is slow)
+def _sadd(a: sint, b: sint) -> sint:
+  if _is_zero(b): return a
+  if _is_zero(a): return b
+  return d if (d := sint_diff(a, -b if isinstance(b, int) else b * -1)) is not None else ssimplify(a + b)
+def _ssub(a: sint, b: sint) -> sint: return a if _is_zero(b) else d if (d := sint_diff(a, b)) is not None else ssimplify(a - b)
 
 def sint_to_uop(x: sint, dtype: DType = dtypes.weakint) -> UOp: return UOp.const(dtype, x) if isinstance(x, int) else x
 
@@ -656,16 +715,18 @@ def sym_infer(uop: UOp | int, var_vals: dict[UOp, int] | dict[str, int]) -> int:
   if isinstance(uop, (int, float)): return uop
   vals: dict[str, int] = {(k.arg.name if isinstance(k, UOp) else k): v for k, v in var_vals.items()}
   cache: dict[UOp, Any] = {}
+  def get(s: UOp) -> Any:
+    if (v := cache[s]) is _MISSING: raise KeyError(f"no value for variable {s.arg.name!r}")
+    return v
   for u in uop.toposort():
     if u.op is Ops.CONST: cache[u] = u.arg
-    elif u.is_variable or (u.op is Ops.PARAM and u.arg.addrspace is AddrSpace.ALU):
-      if u.arg.name not in vals: raise KeyError(f"no value for variable {u.arg.name!r}")
-      cache[u] = vals[u.arg.name]
-    elif u.op is Ops.BIND: cache[u] = cache[u.src[1]]
-    elif u.op is Ops.CAST: cache[u] = dtypes.as_const(cache[u.src[0]], u.dtype)
-    elif u.op in GroupOp.ALU: cache[u] = exec_alu(u.op, u.dtype, [cache[s] for s in u.src])
+    # a bound Variable takes the value given for its Variable, else its bound value
+    elif u.op is Ops.BIND: cache[u] = vals.get(u.src[0].arg.name, u.src[1].arg)
+    elif u.is_variable or (u.op is Ops.PARAM and u.arg.addrspace is AddrSpace.ALU): cache[u] = vals.get(u.arg.name, _MISSING)
+    elif u.op is Ops.CAST: cache[u] = dtypes.as_const(get(u.src[0]), u.dtype)
+    elif u.op in GroupOp.ALU: cache[u] = exec_alu(u.op, u.dtype, [get(s) for s in u.src])
     else: raise RuntimeError(f"sym_infer can't evaluate {u.op}")
-  return cache[uop]
+  return get(uop)
 
 def smax(*lst: sint) -> sint:
   vals = lst[0] if len(lst) == 1 and isinstance(lst[0], (tuple, list)) else lst
@@ -673,7 +734,10 @@ def smax(*lst: sint) -> sint:
 def smin(*lst: sint) -> sint:
   vals = lst[0] if len(lst) == 1 and isinstance(lst[0], (tuple, list)) else lst
   return functools.reduce(lambda a, b: b.minimum(a) if isinstance(b, UOp) else a.minimum(b) if isinstance(a, UOp) else min(a, b), vals)
-def ssimplify(x: sint) -> sint: return x.simplify() if isinstance(x, UOp) else x
+def ssimplify(x: sint) -> sint:
+  """A simplified size: a Python int when it folds to a constant (as tinygrad's ssimplify)."""
+  if not isinstance(x, UOp): return x
+  return ret.arg if (ret := x.simplify()).op is Ops.CONST else ret
 
 def Variable(name: str, min_val: ConstType, max_val: ConstType, dtype: DType = dtypes.weakint) -> UOp:
   return UOp.variable(name, min_val, max_val, dtype)
@@ -681,4 +745,5 @@ def Variable(name: str, min_val: ConstType, max_val: ConstType, dtype: DType = d
 def identity_element(op: Ops, dt: DType) -> ConstType: return dtypes.as_const({Ops.ADD: 0, Ops.MUL: 1, Ops.MAX: dt.min}[op], dt)
 
 __all__ = ["UOp", "ParamArg", "CallInfo", "KernelInfo", "AxisType", "sint", "resolve", "sym_infer", "smax", "smin", "ssimplify",
-           "Variable", "identity_element", "exec_alu", "cdiv", "cmod", "UOpMetaClass"]
+           "Variable", "VariableRangeError", "sint_diff", "sint_eq", "same_numel", "svmin", "svmax", "identity_element", "exec_alu", "cdiv", "cmod",
+           "UOpMetaClass"]
