@@ -1,0 +1,819 @@
+"""The op table: ONNX op name -> a function of (inputs..., attributes as keywords) built from tg_core.Tensor methods.
+
+An entry is a function, or {since_version: function} where an op's semantics changed between opsets. Inputs an op
+needs as Python values (Reshape's shape, Slice's starts, ...) are listed in PY_CONST_INPUTS: the runner passes them as
+lists from the host-folded constants. Attributes and inputs that moved between opsets share one keyword (e.g. `axes`)."""
+from __future__ import annotations
+import functools
+import math
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from tg_core import Tensor, dtypes
+from tg_core.dtype import DType
+from tg_onnx.errors import OnnxNodeError, OnnxUnsupportedOpError
+from tg_onnx.runner import ONNX_DTYPES, onnx_dtype, to_tensor
+
+Op = Callable[..., Any]
+OPS: dict[str, Op | dict[int, Op]] = {}
+ML_OPS: dict[str, Op | dict[int, Op]] = {}
+PREVIEW_OPS: dict[str, Op | dict[int, Op]] = {}
+TRAINING_OPS: dict[str, Op | dict[int, Op]] = {}
+TABLES = {"ai.onnx": OPS, "ai.onnx.ml": ML_OPS, "ai.onnx.preview": PREVIEW_OPS, "ai.onnx.preview.training": TRAINING_OPS}
+
+# input positions an op reads as Python values
+PY_CONST_INPUTS: dict[str, tuple[int, ...]] = {
+  "Reshape": (1,), "Expand": (1,), "Slice": (1, 2, 3, 4), "Tile": (1,), "ConstantOfShape": (0,), "Unsqueeze": (1,),
+  "Squeeze": (1,), "Split": (1,), "Pad": (1, 2, 3), "Resize": (1, 2, 3), "Upsample": (1,), "TopK": (1,), "OneHot": (1,), "CenterCropPad": (1,),
+  "NonMaxSuppression": (2, 3, 4), "Trilu": (1,), "MaxUnpool": (2,), "ReduceSum": (1,), "ReduceMean": (1,), "ReduceMax": (1,), "ReduceMin": (1,),
+  "ReduceProd": (1,), "ReduceL1": (1,), "ReduceL2": (1,), "ReduceLogSum": (1,), "ReduceLogSumExp": (1,), "ReduceSumSquare": (1,),
+  "CumSum": (1,), "CumProd": (1,), "BlackmanWindow": (0,), "HannWindow": (0,), "HammingWindow": (0,), "DFT": (1, 2), "STFT": (1, 3),
+  "MelWeightMatrix": (0, 1, 2, 3, 4), "Col2Im": (1, 2), "AffineGrid": (1,), "SequenceAt": (1,), "SequenceInsert": (2,), "SequenceErase": (1,),
+  "SplitToSequence": (1,), "Compress": (1,), "ReverseSequence": (1,), "EyeLike": (), "Einsum": (), "ConstantFill": (0,),
+}
+
+def register(name: str, table: dict | None = None, since: int | None = None, ctx: bool = False) -> Callable[[Op], Op]:
+  def deco(fn: Op) -> Op:
+    if ctx: fn.needs_ctx = True  # type: ignore[attr-defined]
+    t = OPS if table is None else table
+    if since is None: t[name] = fn
+    else:
+      entry = t.setdefault(name, {})
+      assert isinstance(entry, dict)
+      entry[since] = fn
+    return fn
+  return deco
+
+def lookup(domain: str, op: str, opset: int) -> Op | None:
+  entry = TABLES.get(domain, {}).get(op)
+  if entry is None or callable(entry): return entry
+  versions = [v for v in entry if v <= opset]
+  return entry[max(versions)] if versions else entry[min(entry)]
+
+# *** helpers ***
+
+def _axis(axis: int, ndim: int) -> int:
+  if not -max(ndim, 1) <= axis < max(ndim, 1): raise OnnxNodeError(f"axis {axis} is out of range for a tensor of rank {ndim}")
+  return axis + ndim if axis < 0 else axis
+
+def _axes(axes: Sequence[int] | int | None, ndim: int) -> list[int]:
+  if axes is None: return []
+  return sorted({_axis(a, ndim) for a in ([axes] if isinstance(axes, int) else axes)})
+
+def _const(value: Any, like: Tensor) -> Tensor: return Tensor(value, dtype=like.dtype, device=like.device)
+
+def _bcast_shapes(*shapes: tuple[int, ...]) -> tuple[int, ...]:
+  n = max(len(s) for s in shapes)
+  padded = [(1,) * (n - len(s)) + tuple(s) for s in shapes]
+  out = []
+  for dims in zip(*padded):
+    big = {d for d in dims if d != 1}
+    if len(big) > 1: raise OnnxNodeError(f"shapes {shapes} are not broadcastable")
+    out.append(big.pop() if big else (0 if 0 in dims else 1))
+  return tuple(out)
+
+def _pads_onnx_to_tg(pads: Sequence[int], nspatial: int) -> list[int]:
+  """ONNX pads (begin_0..begin_n, end_0..end_n) -> the flat (left, right, top, bottom) order conv2d/pad take (last dim first)."""
+  return [p for i in reversed(range(nspatial)) for p in (pads[i], pads[i + nspatial])]
+
+def _auto_pad(in_shape: Sequence[int], kernel: Sequence[int], strides: Sequence[int], dilations: Sequence[int], auto_pad: str) -> list[int]:
+  if auto_pad == "VALID": return [0] * (2 * len(kernel))
+  pads_b, pads_e = [], []
+  for i, k, s, d in zip(in_shape, kernel, strides, dilations):
+    total = max((math.ceil(i / s) - 1) * s + (k - 1) * d + 1 - i, 0)
+    small, big = total // 2, total - total // 2
+    pads_b.append(small if auto_pad == "SAME_UPPER" else big)
+    pads_e.append(big if auto_pad == "SAME_UPPER" else small)
+  return pads_b + pads_e
+
+def _conv_pads(x: Tensor, kernel: Sequence[int], strides: Sequence[int], dilations: Sequence[int], pads: Sequence[int] | None, auto_pad: str) -> list[int]:
+  if auto_pad not in ("NOTSET", ""): return _auto_pad(x.shape[2:], kernel, strides, dilations, auto_pad)
+  return list(pads) if pads is not None else [0] * (2 * len(kernel))
+
+# *** elementwise ***
+
+def _unary(name: str, fn: Callable[[Tensor], Tensor]) -> None: OPS[name] = lambda x: fn(x)
+for _n, _f in {"Abs": Tensor.abs, "Acos": Tensor.acos, "Acosh": Tensor.acosh, "Asin": Tensor.asin, "Asinh": Tensor.asinh, "Atan": Tensor.atan,
+               "Atanh": Tensor.atanh, "Ceil": Tensor.ceil, "Cos": Tensor.cos, "Cosh": Tensor.cosh, "Erf": Tensor.erf, "Exp": Tensor.exp,
+               "Floor": Tensor.floor, "Log": Tensor.log, "Neg": Tensor.neg, "Reciprocal": Tensor.reciprocal, "Relu": Tensor.relu,
+               "Sigmoid": Tensor.sigmoid, "Sin": Tensor.sin, "Sinh": Tensor.sinh, "Sqrt": Tensor.sqrt, "Tan": Tensor.tan, "Tanh": Tensor.tanh,
+               "Softsign": Tensor.softsign, "Mish": Tensor.mish, "Round": Tensor.round, "IsNaN": Tensor.isnan, "Sign": Tensor.sign,
+               "Not": Tensor.logical_not, "BitwiseNot": Tensor.bitwise_not}.items(): _unary(_n, _f)
+
+def _float_unary(fn: Callable[[Tensor], Tensor]) -> Callable[[Tensor], Tensor]:
+  return lambda x: fn(x) if dtypes.is_float(x.dtype) else fn(x.float()).cast(x.dtype)
+OPS["Softplus"] = lambda x: x.softplus()
+OPS["Identity"] = lambda x: x
+OPS["Elu"] = lambda x, alpha=1.0: x.elu(alpha)
+OPS["Celu"] = lambda x, alpha=1.0: x.celu(alpha)
+OPS["Selu"] = lambda x, alpha=1.67326319217681884765625, gamma=1.05070102214813232421875: x.selu(alpha, gamma)
+OPS["LeakyRelu"] = lambda x, alpha=0.01: x.leaky_relu(alpha)
+OPS["HardSigmoid"] = lambda x, alpha=0.2, beta=0.5: (x * alpha + beta).clip(0, 1)
+OPS["HardSwish"] = lambda x: x * (x * (1 / 6) + 0.5).clip(0, 1)
+OPS["ThresholdedRelu"] = lambda x, alpha=1.0: (x > alpha).where(x, 0)
+OPS["Shrink"] = lambda x, bias=0.0, lambd=0.5: (x < -lambd).where(x + bias, (x > lambd).where(x - bias, 0)).cast(x.dtype)
+OPS["Swish"] = lambda x, alpha=1.0: x * (x * alpha).sigmoid()
+OPS["PRelu"] = lambda x, slope: (x < 0).where(x * slope, x)
+OPS["IsInf"] = lambda x, detect_negative=1, detect_positive=1: x.isinf(bool(detect_positive), bool(detect_negative))
+OPS["Gelu"] = lambda x, approximate="none": x.gelu() if approximate == "tanh" else x * 0.5 * (1 + (x * (1 / math.sqrt(2))).erf())
+
+def _binop(fn: Callable[[Tensor, Tensor], Tensor]) -> Op:
+  def op(a: Tensor, b: Tensor, broadcast: int = 1, axis: int | None = None) -> Tensor:
+    if axis is not None and b.ndim < a.ndim:  # opset < 7 broadcast with an axis: align b at `axis`
+      b = b.reshape(*b.shape, *[1] * (a.ndim - _axis(axis, a.ndim) - b.ndim))
+    return fn(a, b)
+  return op
+OPS["Add"] = _binop(lambda a, b: (a + b).cast(a.dtype))
+OPS["Sub"] = _binop(lambda a, b: (a - b).cast(a.dtype))
+OPS["Mul"] = _binop(lambda a, b: (a * b).cast(a.dtype))
+def _div(a: Tensor, b: Tensor) -> Tensor:
+  return a.div(b, rounding_mode="trunc") if dtypes.is_int(a.dtype) else (a / b).cast(a.dtype)
+OPS["Div"] = _binop(_div)
+def _pow(a: Tensor, b: Tensor) -> Tensor:
+  if dtypes.is_int(a.dtype) and dtypes.is_int(b.dtype): return a.pow(b).cast(a.dtype)
+  return a.cast(dtypes.float64 if a.dtype == dtypes.float64 or b.dtype == dtypes.float64 else
+                (a.dtype if dtypes.is_float(a.dtype) else dtypes.float32)).pow(b.cast(dtypes.float64 if b.dtype == dtypes.float64 else
+                                                                                  (b.dtype if dtypes.is_float(b.dtype) else dtypes.float32))).cast(a.dtype)
+OPS["Pow"] = _binop(_pow)
+OPS["Equal"] = _binop(lambda a, b: a == b)
+OPS["Less"] = _binop(lambda a, b: a < b)
+OPS["LessOrEqual"] = _binop(lambda a, b: a <= b)
+OPS["Greater"] = _binop(lambda a, b: a > b)
+OPS["GreaterOrEqual"] = _binop(lambda a, b: a >= b)
+OPS["And"] = _binop(lambda a, b: a.bitwise_and(b))
+OPS["Or"] = _binop(lambda a, b: a.bitwise_or(b))
+OPS["Xor"] = _binop(lambda a, b: a.bitwise_xor(b))
+OPS["BitwiseAnd"] = _binop(lambda a, b: a.bitwise_and(b))
+OPS["BitwiseOr"] = _binop(lambda a, b: a.bitwise_or(b))
+OPS["BitwiseXor"] = _binop(lambda a, b: a.bitwise_xor(b))
+OPS["BitShift"] = lambda x, y, direction: x.lshift(y) if direction == "LEFT" else x.rshift(y)
+def _mod(a: Tensor, b: Tensor, fmod: int = 0) -> Tensor:
+  if fmod or dtypes.is_float(a.dtype): return a.fmod(b) if dtypes.is_float(a.dtype) else (a - a.div(b, rounding_mode="trunc") * b).cast(a.dtype)
+  return a.mod(b)
+OPS["Mod"] = _mod
+OPS["Where"] = lambda c, x, y: c.where(x, y).cast(x.dtype)
+def _variadic(fn: Callable[[Tensor, Tensor], Tensor]) -> Op: return lambda *xs: functools.reduce(fn, xs)
+OPS["Max"] = _variadic(lambda a, b: a.maximum(b))
+OPS["Min"] = _variadic(lambda a, b: a.minimum(b))
+OPS["Sum"] = _variadic(lambda a, b: a + b)
+OPS["Mean"] = lambda *xs: (functools.reduce(lambda a, b: a + b, xs) / len(xs)).cast(xs[0].dtype)
+
+def _clip(x: Tensor, min: Any = None, max: Any = None) -> Tensor:  # noqa: A002
+  if min is not None: x = x.maximum(min.cast(x.dtype) if isinstance(min, Tensor) else _const(min, x))
+  if max is not None: x = x.minimum(max.cast(x.dtype) if isinstance(max, Tensor) else _const(max, x))
+  return x
+OPS["Clip"] = _clip
+
+def _cast(x: Tensor, to: int, saturate: int = 1, round_mode: str = "up") -> Tensor:
+  dt = onnx_dtype(to)
+  if dt == x.dtype: return x
+  if dt in dtypes.fp8s and saturate and dtypes.is_float(x.dtype):
+    lim = 448.0 if dt == dtypes.fp8e4m3 else 57344.0
+    x = x.isinf().where(x.sign() * lim, x.clip(-lim, lim)) if dt == dtypes.fp8e4m3 else (x.abs() < math.inf).where(x.clip(-lim, lim), x.clip(-lim, lim))
+  return x.cast(dt)
+OPS["Cast"] = _cast
+OPS["CastLike"] = lambda x, like, saturate=1, round_mode="up": _cast(x, next(k for k, v in ONNX_DTYPES.items() if v == like.dtype), saturate)
+def _bitcast(x: Tensor, to: int) -> Tensor:
+  dt = onnx_dtype(to)
+  if dt.itemsize != x.dtype.itemsize: raise OnnxUnsupportedOpError(f"BitCast between element sizes {x.dtype.itemsize} and {dt.itemsize}")
+  return x.bitcast(dt)
+OPS["BitCast"] = _bitcast
+
+# *** reductions ***
+
+def _reduce(fn: Callable[[Tensor, list[int]], Tensor]) -> Op:
+  def op(x: Tensor, axes: Any = None, keepdims: int = 1, noop_with_empty_axes: int = 0) -> Tensor:
+    if isinstance(axes, int): axes = [axes]
+    if not axes:
+      if noop_with_empty_axes: return x
+      axes = list(range(x.ndim))
+    ax = _axes(axes, x.ndim)
+    ret = fn(x, ax) if ax else x
+    return ret.reshape(*[1 if i in ax else s for i, s in enumerate(x.shape)]) if keepdims else ret.reshape(*[s for i, s in enumerate(x.shape) if i not in ax])
+  return op
+
+def _sum_keep(x: Tensor, ax: list[int]) -> Tensor: return x.sum(ax, dtype=x.dtype)
+def _minmax(x: Tensor, ax: list[int], is_max: bool) -> Tensor:
+  if any(x.shape[a] == 0 for a in ax):
+    return Tensor.full(tuple(s for i, s in enumerate(x.shape) if i not in ax), dtypes.min(x.dtype) if is_max else dtypes.max(x.dtype), dtype=x.dtype,
+                       device=x.device)
+  if x.dtype == dtypes.bool: return (x.max(ax) if is_max else x.min(ax)).cast(dtypes.bool)
+  return x.max(ax) if is_max else x.min(ax)
+OPS["ReduceSum"] = _reduce(_sum_keep)
+OPS["ReduceMean"] = _reduce(lambda x, ax: x.mean(ax).cast(x.dtype))
+OPS["ReduceMax"] = _reduce(lambda x, ax: _minmax(x, ax, True))
+OPS["ReduceMin"] = _reduce(lambda x, ax: _minmax(x, ax, False))
+OPS["ReduceProd"] = _reduce(lambda x, ax: x.prod(ax, dtype=x.dtype))
+OPS["ReduceL1"] = _reduce(lambda x, ax: x.abs().sum(ax, dtype=x.dtype))
+OPS["ReduceL2"] = _reduce(lambda x, ax: x.square().sum(ax).sqrt().cast(x.dtype))
+OPS["ReduceSumSquare"] = _reduce(lambda x, ax: x.square().sum(ax, dtype=x.dtype))
+OPS["ReduceLogSum"] = _reduce(lambda x, ax: x.sum(ax).log().cast(x.dtype))
+OPS["ReduceLogSumExp"] = _reduce(lambda x, ax: x.logsumexp(ax).cast(x.dtype) if all(x.shape[a] for a in ax) else x.sum(ax).log())
+
+def _arg(is_max: bool) -> Op:
+  def op(x: Tensor, axis: int = 0, keepdims: int = 1, select_last_index: int = 0) -> Tensor:
+    ax = _axis(axis, x.ndim)
+    if select_last_index:
+      ret = x.flip(ax).argmax(ax, keepdim=bool(keepdims)) if is_max else x.flip(ax).argmin(ax, keepdim=bool(keepdims))
+      return (x.shape[ax] - 1 - ret).cast(dtypes.int64)
+    return (x.argmax(ax, keepdim=bool(keepdims)) if is_max else x.argmin(ax, keepdim=bool(keepdims))).cast(dtypes.int64)
+  return op
+OPS["ArgMax"], OPS["ArgMin"] = _arg(True), _arg(False)
+
+def _cum(is_sum: bool) -> Op:
+  def op(x: Tensor, axis: Any, exclusive: int = 0, reverse: int = 0) -> Tensor:
+    ax = _axis(int(axis if not isinstance(axis, list) else axis[0]), x.ndim)
+    if reverse: x = x.flip(ax)
+    if exclusive:
+      x = x.pad(tuple((1, 0) if i == ax else None for i in range(x.ndim)), value=0 if is_sum else 1).shrink(
+        tuple((0, x.shape[ax]) if i == ax else None for i in range(x.ndim)))
+    ret = (x.cumsum(ax) if is_sum else x.cumprod(ax)).cast(x.dtype)
+    return ret.flip(ax) if reverse else ret
+  return op
+OPS["CumSum"], OPS["CumProd"] = _cum(True), _cum(False)
+
+def _softmax_old(fn: Callable[[Tensor, int], Tensor]) -> Op:
+  def op(x: Tensor, axis: int = 1) -> Tensor:
+    ax = _axis(axis, x.ndim)
+    flat = x.reshape(int(np.prod(x.shape[:ax])), -1) if x.numel() else x
+    return fn(flat, 1).reshape(x.shape) if x.numel() else x
+  return op
+OPS["Softmax"] = {1: _softmax_old(lambda x, a: x.softmax(a)), 13: lambda x, axis=-1: x.softmax(axis)}
+OPS["LogSoftmax"] = {1: _softmax_old(lambda x, a: x.log_softmax(a)), 13: lambda x, axis=-1: x.log_softmax(axis)}
+def _hardmax(x: Tensor, axis: int) -> Tensor:
+  return x.argmax(axis, keepdim=True)._one_hot_along_dim(x.shape[axis], axis).cast(x.dtype) if x.ndim else x.ones_like()
+OPS["Hardmax"] = {1: _softmax_old(_hardmax), 13: lambda x, axis=-1: _hardmax(x, _axis(axis, x.ndim))}
+
+# *** shapes and movement ***
+
+OPS["Shape"] = lambda x, start=0, end=None: Tensor(np.array(x.shape[slice(start, end)], dtype=np.int64), device=x.device)
+OPS["Size"] = lambda x: Tensor(np.array(int(np.prod(x.shape)), dtype=np.int64), device=x.device)
+def _reshape(x: Tensor, shape: Any = None, allowzero: int = 0) -> Tensor:
+  shape = [int(s) for s in shape]
+  new = [x.shape[i] if s == 0 and not allowzero else s for i, s in enumerate(shape)]
+  if -1 in new:
+    known = int(np.prod([s for s in new if s != -1]))
+    new[new.index(-1)] = int(np.prod(x.shape)) // known if known else 0
+  return x.reshape(new)
+OPS["Reshape"] = _reshape
+def _flatten(x: Tensor, axis: int = 1) -> Tensor:
+  ax = _axis(axis, x.ndim + 1) if axis != x.ndim else axis
+  return x.reshape(int(np.prod(x.shape[:ax])), int(np.prod(x.shape[ax:])))
+OPS["Flatten"] = _flatten
+def _expand(x: Tensor, shape: Any) -> Tensor: return x.expand(_bcast_shapes(x.shape, tuple(int(s) for s in shape)))
+OPS["Expand"] = _expand
+def _squeeze(x: Tensor, axes: Any = None) -> Tensor:
+  ax = _axes(axes, x.ndim) if axes is not None else [i for i, s in enumerate(x.shape) if s == 1]
+  return x.reshape([s for i, s in enumerate(x.shape) if i not in ax])
+OPS["Squeeze"] = _squeeze
+def _unsqueeze(x: Tensor, axes: Any) -> Tensor:
+  n = x.ndim + len(axes)
+  ax = _axes(axes, n)
+  it = iter(x.shape)
+  return x.reshape([1 if i in ax else next(it) for i in range(n)])
+OPS["Unsqueeze"] = _unsqueeze
+OPS["Transpose"] = lambda x, perm=None: x.permute(perm if perm is not None else list(range(x.ndim))[::-1])
+def _concat(*xs: Tensor, axis: int) -> Tensor:
+  ax = _axis(axis, xs[0].ndim)
+  xs_ = [x for x in xs if x.shape[ax] != 0] or [xs[0]]
+  return xs_[0].cat(*xs_[1:], dim=ax) if len(xs_) > 1 else xs_[0]
+OPS["Concat"] = _concat
+def _split(x: Tensor, split: Any = None, axis: int = 0, num_outputs: int | None = None, ctx: Any = None) -> tuple[Tensor, ...]:
+  ax = _axis(axis, x.ndim)
+  n = num_outputs if num_outputs is not None else len(ctx.node.output)
+  if split is None:
+    size = math.ceil(x.shape[ax] / n)
+    split = [size] * (x.shape[ax] // size) + ([x.shape[ax] % size] if x.shape[ax] % size else [])
+    if num_outputs is None: split = [x.shape[ax] // n] * n
+  out, start = [], 0
+  for s in split:
+    out.append(x.shrink(tuple((start, start + s) if i == ax else None for i in range(x.ndim))))
+    start += s
+  return tuple(out)
+register("Split", ctx=True)(_split)
+def _slice(x: Tensor, starts: Any, ends: Any, axes: Any = None, steps: Any = None) -> Tensor:
+  axes = list(range(len(starts))) if axes is None else [_axis(a, x.ndim) for a in axes]
+  steps = [1] * len(starts) if steps is None else steps
+  sl: list[slice] = [slice(None)] * x.ndim
+  for st, en, ax, sp in zip(starts, ends, axes, steps):
+    sl[ax] = slice(*slice(int(st), int(en), int(sp)).indices(x.shape[ax]))
+  return _slice_view(x, sl)
+def _slice_view(x: Tensor, sl: list[slice]) -> Tensor:
+  for ax, s in enumerate(sl):
+    start, stop, step = s.start or 0, s.stop if s.stop is not None else x.shape[ax], s.step or 1
+    if step > 0: stop = max(stop, start)
+    else:
+      if stop >= start: x = x.shrink(tuple((0, 0) if i == ax else None for i in range(x.ndim)))
+      else:
+        x = x.shrink(tuple((stop + 1, start + 1) if i == ax else None for i in range(x.ndim))).flip(ax)
+        n = start - stop
+        if -step != 1: x = _stride(x, ax, -step, n)
+      continue
+    x = x.shrink(tuple((start, stop) if i == ax else None for i in range(x.ndim)))
+    if step != 1: x = _stride(x, ax, step, stop - start)
+  return x
+def _stride(x: Tensor, ax: int, step: int, n: int) -> Tensor:
+  out = math.ceil(n / step)
+  x = x.pad(tuple((0, out * step - n) if i == ax else None for i in range(x.ndim)))
+  x = x.reshape(*x.shape[:ax], out, step, *x.shape[ax + 1:])
+  return x.shrink(tuple((0, 1) if i == ax + 1 else None for i in range(x.ndim))).reshape(*x.shape[:ax], out, *x.shape[ax + 2:])
+OPS["Slice"] = {1: lambda x, starts, ends, axes=None: _slice(x, starts, ends, axes), 10: _slice}
+def _tile(x: Tensor, repeats: Any) -> Tensor: return x.repeat([int(r) for r in repeats]) if x.ndim else x
+OPS["Tile"] = _tile
+def _range(start: Tensor, limit: Tensor, delta: Tensor, ctx: Any) -> Tensor:
+  s, l, d = (ctx.host(i) for i in range(3))
+  return to_tensor(np.arange(s, l, d).astype(s.dtype), ctx.device)
+register("Range", ctx=True)(_range)
+def _gather(x: Tensor, indices: Tensor, axis: int = 0) -> Tensor:
+  ax = _axis(axis, x.ndim)
+  idx = (indices < 0).where(indices + x.shape[ax], indices).cast(dtypes.int32)
+  return x[(slice(None),) * ax + (idx,)]
+OPS["Gather"] = _gather
+def _gather_elements(x: Tensor, indices: Tensor, axis: int = 0) -> Tensor:
+  ax = _axis(axis, x.ndim)
+  return x.gather(ax, (indices < 0).where(indices + x.shape[ax], indices))
+OPS["GatherElements"] = _gather_elements
+def _gather_nd(x: Tensor, indices: Tensor, batch_dims: int = 0) -> Tensor:
+  b, k = batch_dims, indices.shape[-1]
+  idx = (indices < 0).where(indices + Tensor(np.array(x.shape[b:b + k], dtype=np.int64), device=x.device), indices)
+  bshape = x.shape[:b]
+  nb = int(np.prod(bshape))
+  xf = x.reshape(nb, *x.shape[b:])
+  inner = idx.shape[b:-1]
+  idxf = idx.reshape(nb, -1, k)
+  strides = [int(np.prod(x.shape[b + i + 1:b + k])) for i in range(k)]
+  flat_idx = (idxf * Tensor(np.array(strides, dtype=np.int64), device=x.device)).sum(-1) if k else idxf.sum(-1)
+  xg = xf.reshape(nb, int(np.prod(x.shape[b:b + k])), *x.shape[b + k:])
+  bidx = Tensor.arange(nb, device=x.device).reshape(nb, 1).expand(nb, flat_idx.shape[1])
+  out = xg[bidx, flat_idx.cast(dtypes.int32)]
+  return out.reshape(*bshape, *inner, *x.shape[b + k:])
+OPS["GatherND"] = _gather_nd
+
+def _scatter_elements(x: Tensor, indices: Tensor, updates: Tensor, axis: int = 0, reduction: str = "none") -> Tensor:
+  ax = _axis(axis, x.ndim)
+  idx = (indices < 0).where(indices + x.shape[ax], indices)
+  if reduction == "none": return x.scatter(ax, idx, updates)
+  red = {"add": "sum", "mul": "prod", "max": "amax", "min": "amin"}[reduction]
+  return x.scatter_reduce(ax, idx, updates, red)  # type: ignore[arg-type]
+OPS["ScatterElements"] = _scatter_elements
+OPS["Scatter"] = _scatter_elements
+def _scatter_nd(x: Tensor, indices: Tensor, updates: Tensor, reduction: str = "none") -> Tensor:
+  k = indices.shape[-1]
+  strides = [int(np.prod(x.shape[i + 1:k])) for i in range(k)]
+  flat = (indices * Tensor(np.array(strides, dtype=np.int64), device=x.device)).sum(-1).reshape(-1)
+  rest = x.shape[k:]
+  xf = x.reshape(int(np.prod(x.shape[:k])), *rest)
+  uf = updates.reshape(-1, *rest)
+  n = flat.shape[0]
+  # one-hot over the flattened index: (n, positions), then combine updates into each position
+  oh = flat.reshape(n, 1)._one_hot_along_dim(xf.shape[0], 1).reshape(n, xf.shape[0], *[1] * len(rest))
+  upd = uf.reshape(n, 1, *rest)
+  hit = oh.sum(0).cast(dtypes.bool)
+  if reduction == "none":
+    # later updates win, like the reference's sequential loop
+    last = (oh * Tensor.arange(1, n + 1, device=x.device).reshape(n, *[1] * (oh.ndim - 1))).max(0)
+    sel = (oh * Tensor.arange(1, n + 1, device=x.device).reshape(n, *[1] * (oh.ndim - 1))) == last
+    val = (sel & oh.cast(dtypes.bool)).where(upd, 0).sum(0, dtype=x.dtype)
+    return hit.where(val, xf).reshape(x.shape)
+  if reduction == "add": return (xf + oh.cast(dtypes.bool).where(upd, 0).sum(0, dtype=x.dtype)).reshape(x.shape)
+  if reduction == "mul": return (xf * oh.cast(dtypes.bool).where(upd, 1).prod(0, dtype=x.dtype)).reshape(x.shape)
+  if reduction == "max": return hit.where(xf.maximum(oh.cast(dtypes.bool).where(upd, dtypes.min(x.dtype)).max(0)), xf).reshape(x.shape)
+  if reduction == "min": return hit.where(xf.minimum(oh.cast(dtypes.bool).where(upd, dtypes.max(x.dtype)).min(0)), xf).reshape(x.shape)
+  raise OnnxUnsupportedOpError(f"ScatterND reduction {reduction!r}")
+OPS["ScatterND"] = _scatter_nd
+
+def _pad(x: Tensor, pads: Any = None, constant_value: Any = None, axes: Any = None, mode: str = "constant", paddings: Any = None, value: float = 0.0) -> Tensor:
+  pads = pads if pads is not None else paddings
+  if constant_value is None: constant_value = value
+  elif isinstance(constant_value, list): constant_value = constant_value[0] if constant_value else 0
+  ax = list(range(x.ndim)) if axes is None else [_axis(a, x.ndim) for a in axes]
+  full = [(0, 0)] * x.ndim
+  for i, a in enumerate(ax): full[a] = (int(pads[i]), int(pads[i + len(ax)]))
+  tmode = {"constant": "constant", "reflect": "reflect", "edge": "replicate", "wrap": "circular"}[mode]
+  if tmode == "constant": return x.pad(full, value=constant_value)
+  return x.pad(full, mode=tmode)
+OPS["Pad"] = {1: lambda x, pads=None, mode="constant", value=0.0, paddings=None: _pad(x, pads, value, None, mode, paddings), 11: _pad}
+
+def _constant(value: Any = None, value_float: Any = None, value_floats: Any = None, value_int: Any = None, value_ints: Any = None,
+              value_string: Any = None, value_strings: Any = None, sparse_value: Any = None, ctx: Any = None) -> Tensor:
+  if value is not None: return to_tensor(value, ctx.device)
+  if sparse_value is not None: return to_tensor(sparse_value, ctx.device)
+  if value_float is not None: return to_tensor(np.array(value_float, dtype=np.float32), ctx.device)
+  if value_floats is not None: return to_tensor(np.array(value_floats, dtype=np.float32), ctx.device)
+  if value_int is not None: return to_tensor(np.array(value_int, dtype=np.int64), ctx.device)
+  if value_ints is not None: return to_tensor(np.array(value_ints, dtype=np.int64), ctx.device)
+  raise OnnxUnsupportedOpError("Constant with a string value (tg has no string tensors)")
+register("Constant", ctx=True)(_constant)
+def _constant_of_shape(shape: Any, value: Any = None, ctx: Any = None) -> Tensor:
+  v = np.zeros(1, np.float32) if value is None else value
+  return to_tensor(np.full([int(s) for s in shape], v.reshape(-1)[0], dtype=v.dtype), ctx.device) if int(np.prod(shape)) <= 1 << 16 else \
+    Tensor.full(tuple(int(s) for s in shape), v.reshape(-1)[0].item(), dtype=to_tensor(v.reshape(-1)[:1], ctx.device).dtype, device=ctx.device)
+register("ConstantOfShape", ctx=True)(_constant_of_shape)
+def _eyelike(x: Tensor, dtype: int | None = None, k: int = 0) -> Tensor:
+  dt = onnx_dtype(dtype) if dtype is not None else x.dtype
+  n, m = x.shape
+  r, c = Tensor.arange(n, device=x.device).reshape(n, 1), Tensor.arange(m, device=x.device).reshape(1, m)
+  return (c - r == k).cast(dt)
+OPS["EyeLike"] = _eyelike
+def _trilu(x: Tensor, k: Any = None, upper: int = 1) -> Tensor:
+  kk = int(k) if k is not None else 0
+  return x.triu(kk) if upper else x.tril(kk)
+OPS["Trilu"] = _trilu
+def _onehot(indices: Tensor, depth: Any, values: Tensor, axis: int = -1) -> Tensor:
+  d = int(depth[0] if isinstance(depth, list) else depth)
+  ax = _axis(axis, indices.ndim + 1)
+  idx = indices.cast(dtypes.int64)
+  idx = (idx < 0).where(idx + d, idx)
+  idx = idx.unsqueeze(ax)
+  rng = Tensor.arange(d, device=indices.device).cast(dtypes.int64).reshape(*[d if i == ax else 1 for i in range(indices.ndim + 1)])
+  return (idx == rng).where(values[1], values[0])
+OPS["OneHot"] = _onehot
+def _depth_to_space(x: Tensor, blocksize: int, mode: str = "DCR") -> Tensor:
+  b, c, h, w = x.shape
+  if mode == "DCR": return x.reshape(b, blocksize, blocksize, c // blocksize ** 2, h, w).permute(0, 3, 4, 1, 5, 2).reshape(b, -1, h * blocksize, w * blocksize)
+  return x.reshape(b, c // blocksize ** 2, blocksize, blocksize, h, w).permute(0, 1, 4, 2, 5, 3).reshape(b, -1, h * blocksize, w * blocksize)
+OPS["DepthToSpace"] = _depth_to_space
+def _space_to_depth(x: Tensor, blocksize: int) -> Tensor:
+  b, c, h, w = x.shape
+  return x.reshape(b, c, h // blocksize, blocksize, w // blocksize, blocksize).permute(0, 3, 5, 1, 2, 4).reshape(b, -1, h // blocksize, w // blocksize)
+OPS["SpaceToDepth"] = _space_to_depth
+def _nonzero(x: Tensor) -> Tensor:
+  arr = x.numpy()
+  return Tensor(np.array(np.nonzero(arr), dtype=np.int64).reshape(arr.ndim, -1), device=x.device)
+OPS["NonZero"] = _nonzero
+def _compress(x: Tensor, condition: Any, axis: int | None = None) -> Tensor:
+  cond = np.asarray(condition, dtype=bool).reshape(-1)
+  if axis is None: x, ax = x.reshape(-1), 0
+  else: ax = _axis(axis, x.ndim)
+  keep = np.nonzero(cond[:x.shape[ax]])[0]
+  return x[(slice(None),) * ax + (Tensor(keep.astype(np.int32), device=x.device),)]
+OPS["Compress"] = _compress
+def _reverse_sequence(x: Tensor, sequence_lens: Any, batch_axis: int = 1, time_axis: int = 0) -> Tensor:
+  T = x.shape[time_axis]
+  lens = Tensor(np.array(sequence_lens, dtype=np.int64), device=x.device)
+  t = Tensor.arange(T, device=x.device).cast(dtypes.int64)
+  shp = [1] * x.ndim
+  shp[time_axis], shp_b = T, [1] * x.ndim
+  shp_b[batch_axis] = x.shape[batch_axis]
+  tt, ll = t.reshape(shp), lens.reshape(shp_b)
+  src = (tt < ll).where(ll - 1 - tt, tt)
+  return x.gather(time_axis, src.expand(x.shape))
+OPS["ReverseSequence"] = _reverse_sequence
+def _center_crop_pad(x: Tensor, shape: Any, axes: Any = None) -> Tensor:
+  ax = list(range(x.ndim)) if axes is None else [_axis(a, x.ndim) for a in axes]
+  for a, s in zip(ax, shape):
+    cur = x.shape[a]
+    if cur > s:
+      b = (cur - s) // 2
+      x = x.shrink(tuple((b, b + s) if i == a else None for i in range(x.ndim)))
+    elif cur < s:
+      b = (s - cur) // 2
+      x = x.pad(tuple((b, s - cur - b) if i == a else None for i in range(x.ndim)))
+  return x
+OPS["CenterCropPad"] = _center_crop_pad
+def _unique(x: Tensor, axis: int | None = None, sorted: int = 1) -> tuple[Tensor, ...]:  # noqa: A002
+  arr = x.numpy()
+  if axis is None:
+    flat = arr.reshape(-1)
+    y, idx, inv, cnt = np.unique(flat, return_index=True, return_inverse=True, return_counts=True)
+    if not sorted:
+      order = np.argsort(idx)
+      y, idx, cnt = y[order], idx[order], cnt[order]
+      inv = np.argsort(order)[inv]
+  else:
+    ax = _axis(axis, arr.ndim)
+    y, idx, inv, cnt = np.unique(arr, axis=ax, return_index=True, return_inverse=True, return_counts=True)
+    if not sorted:
+      order = np.argsort(idx)
+      y, idx, cnt = np.take(y, order, axis=ax), idx[order], cnt[order]
+      inv = np.argsort(order)[inv.reshape(-1)]
+  d = x.device
+  return (to_tensor(np.ascontiguousarray(y), d), to_tensor(idx.astype(np.int64), d), to_tensor(inv.reshape(-1).astype(np.int64), d),
+          to_tensor(cnt.astype(np.int64), d))
+OPS["Unique"] = _unique
+
+# *** matmul, conv, pooling, normalization ***
+
+def _matmul(a: Tensor, b: Tensor) -> Tensor:
+  if a.ndim == 1 and b.ndim == 1: return (a * b).sum(dtype=a.dtype)
+  return a.matmul(b).cast(a.dtype)
+OPS["MatMul"] = _matmul
+def _gemm(a: Tensor, b: Tensor, c: Tensor | None = None, alpha: float = 1.0, beta: float = 1.0, transA: int = 0, transB: int = 0,
+          broadcast: int = 0) -> Tensor:
+  ret = (a.T if transA else a).matmul(b.T if transB else b)
+  if alpha != 1.0: ret = ret * alpha
+  if c is not None: ret = ret + (c * beta if beta != 1.0 else c)
+  return ret.cast(a.dtype)
+OPS["Gemm"] = _gemm
+OPS["Einsum"] = lambda *xs, equation: Tensor.einsum(equation.replace(" ", ""), *xs).cast(xs[0].dtype)
+OPS["Det"] = lambda x: to_tensor(np.linalg.det(x.numpy()).astype(x.numpy().dtype), x.device)
+
+def _conv(x: Tensor, w: Tensor, b: Tensor | None = None, auto_pad: str = "NOTSET", dilations: Any = None, group: int = 1, kernel_shape: Any = None,
+          pads: Any = None, strides: Any = None) -> Tensor:
+  ns = w.ndim - 2
+  kernel = w.shape[2:]
+  strides_ = strides or [1] * ns
+  dil = dilations or [1] * ns
+  p = _conv_pads(x, kernel, strides_, dil, pads, auto_pad)
+  return x.conv2d(w, b, groups=group, stride=tuple(strides_), dilation=tuple(dil), padding=_pads_onnx_to_tg(p, ns))
+OPS["Conv"] = _conv
+def _conv_transpose(x: Tensor, w: Tensor, b: Tensor | None = None, auto_pad: str = "NOTSET", dilations: Any = None, group: int = 1,
+                    kernel_shape: Any = None, output_padding: Any = None, output_shape: Any = None, pads: Any = None, strides: Any = None) -> Tensor:
+  ns = w.ndim - 2
+  kernel = w.shape[2:]
+  s = strides or [1] * ns
+  d = dilations or [1] * ns
+  op = output_padding or [0] * ns
+  in_sp = x.shape[2:]
+  if output_shape is not None or auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+    out = output_shape[-ns:] if output_shape is not None else [i * st for i, st in zip(in_sp, s)]
+    total = [st * (i - 1) + o + ((k - 1) * dd + 1) - t for st, i, o, k, dd, t in zip(s, in_sp, op, kernel, d, out)]
+    pb = [t // 2 if auto_pad == "SAME_UPPER" else t - t // 2 for t in total]
+    if auto_pad not in ("SAME_UPPER", "SAME_LOWER"): pb = [t // 2 for t in total]
+    pe = [t - b_ for t, b_ in zip(total, pb)]
+    p = pb + pe
+  else: p = list(pads) if pads is not None and auto_pad in ("NOTSET", "") else [0] * (2 * ns)
+  # tg's conv_transpose2d takes symmetric-per-dim padding via flat pads; negative total pads grow the output
+  pb, pe = p[:ns], p[ns:]
+  ret = x.conv_transpose2d(w, None, groups=group, stride=tuple(s), dilation=tuple(d), padding=0, output_padding=0)
+  full = [(-a, -e + o) for a, e, o in zip(pb, pe, op)]
+  ret = ret.pad(((0, 0), (0, 0), *full))
+  return ret if b is None else ret + b.reshape(1, -1, *[1] * ns)
+OPS["ConvTranspose"] = _conv_transpose
+
+def _pool_common(x: Tensor, kernel_shape: Sequence[int], strides: Any, dilations: Any, pads: Any, auto_pad: str) -> tuple:
+  ns = len(kernel_shape)
+  s = strides or [1] * ns
+  d = dilations or [1] * ns
+  p = _conv_pads(x, kernel_shape, s, d, pads, auto_pad)
+  return ns, s, d, p
+
+def _ceil_extra(x: Tensor, kernel: Sequence[int], s: Sequence[int], d: Sequence[int], p: list[int], ceil_mode: int) -> list[int]:
+  """End padding so the output size is ONNX's: floor or ceil of (i + pads - dk) / s + 1; a ceil window must start inside input or begin pad."""
+  ns = len(kernel)
+  extra = []
+  for i, (sz, k, st, dd) in enumerate(zip(x.shape[2:], kernel, s, d)):
+    dk = (k - 1) * dd + 1
+    tot = sz + p[i] + p[i + ns]
+    o = (math.ceil if ceil_mode else math.floor)((tot - dk) / st) + 1
+    if ceil_mode and (o - 1) * st >= sz + p[i]: o -= 1
+    extra.append(max((o - 1) * st + dk - tot, 0))
+  return extra
+
+def _pool(x: Tensor, kernel_shape: Any, strides: Any, dilations: Any, pads: Any, auto_pad: str, ceil_mode: int, fill: Any,
+          reduce: Callable[[Tensor, tuple[int, ...]], Tensor]) -> tuple[Tensor, list[int], list[int]]:
+  ns, s, d, p = _pool_common(x, kernel_shape, strides, dilations, pads, auto_pad)
+  extra = _ceil_extra(x, kernel_shape, s, d, p, ceil_mode)
+  padded = x.pad(((0, 0), (0, 0), *[(p[i], p[i + ns] + extra[i]) for i in range(ns)]), value=fill)
+  win = padded._pool(tuple(kernel_shape), tuple(s), tuple(d))
+  return reduce(win, tuple(range(-ns, 0))), p, extra
+
+def _maxpool(x: Tensor, kernel_shape: Any, auto_pad: str = "NOTSET", ceil_mode: int = 0, dilations: Any = None, pads: Any = None,
+             storage_order: int = 0, strides: Any = None) -> tuple[Tensor, Tensor]:
+  fill = dtypes.min(x.dtype)
+  ret, p, extra = _pool(x, kernel_shape, strides, dilations, pads, auto_pad, ceil_mode, fill, lambda w, ax: w.max(ax))
+  ns = len(kernel_shape)
+  sp = x.shape[2:]
+  # indices: flat index over (N, C, *spatial) of the max, like onnxruntime (row-major, or column-major with storage_order=1)
+  if storage_order:
+    strides_sp = [int(np.prod(sp[:i])) for i in range(ns)]
+  else: strides_sp = [int(np.prod(sp[i + 1:])) for i in range(ns)]
+  pos = sum(Tensor.arange(n, device=x.device).reshape(*[n if j == i else 1 for j in range(ns)]) * st for i, (n, st) in enumerate(zip(sp, strides_sp)))
+  pos = pos.reshape(1, 1, *sp).expand(x.shape)  # type: ignore[union-attr]
+  posw = pos.pad(((0, 0), (0, 0), *[(p[i], p[i + ns] + extra[i]) for i in range(ns)]), value=-1)._pool(tuple(kernel_shape), tuple(strides or [1] * ns),
+                                                                                                     tuple(dilations or [1] * ns))
+  xw = x.pad(((0, 0), (0, 0), *[(p[i], p[i + ns] + extra[i]) for i in range(ns)]), value=fill)._pool(tuple(kernel_shape), tuple(strides or [1] * ns),
+                                                                                                   tuple(dilations or [1] * ns))
+  ax = tuple(range(-ns, 0))
+  big = int(np.prod(x.shape)) + 1
+  first = (xw == ret.reshape(*ret.shape, *[1] * ns)).where(posw, big).min(ax)
+  nc = Tensor.arange(x.shape[0] * x.shape[1], device=x.device).reshape(x.shape[0], x.shape[1], *[1] * ns) * int(np.prod(sp))
+  return ret, (first + nc).cast(dtypes.int64)
+OPS["MaxPool"] = _maxpool
+def _avgpool(x: Tensor, kernel_shape: Any, auto_pad: str = "NOTSET", ceil_mode: int = 0, count_include_pad: int = 0, dilations: Any = None,
+             pads: Any = None, strides: Any = None) -> Tensor:
+  ns = len(kernel_shape)
+  total, p, extra = _pool(x, kernel_shape, strides, dilations, pads, auto_pad, ceil_mode, 0, lambda w, ax: w.sum(ax))
+  if count_include_pad:
+    ones = x.ones_like().pad(((0, 0), (0, 0), *[(p[i], p[i + ns]) for i in range(ns)]), value=1.0)
+    cnt = ones.pad(((0, 0), (0, 0), *[(0, e) for e in extra]))._pool(tuple(kernel_shape), tuple(strides or [1] * ns), tuple(dilations or [1] * ns)).sum(
+      tuple(range(-ns, 0)))
+  else: cnt, _, _ = _pool(x.ones_like(), kernel_shape, strides, dilations, pads, auto_pad, ceil_mode, 0, lambda w, ax: w.sum(ax))
+  return (total / cnt).cast(x.dtype)
+OPS["AveragePool"] = _avgpool
+def _lppool(x: Tensor, kernel_shape: Any, auto_pad: str = "NOTSET", ceil_mode: int = 0, dilations: Any = None, pads: Any = None, p: int = 2,
+            strides: Any = None) -> Tensor:
+  ret, _, _ = _pool(x.abs().pow(p), kernel_shape, strides, dilations, pads, auto_pad, ceil_mode, 0, lambda w, ax: w.sum(ax))
+  return ret.pow(1.0 / p).cast(x.dtype)
+OPS["LpPool"] = _lppool
+OPS["GlobalAveragePool"] = lambda x: x.mean(tuple(range(2, x.ndim)), keepdim=True).cast(x.dtype)
+OPS["GlobalMaxPool"] = lambda x: x.max(tuple(range(2, x.ndim)), keepdim=True)
+OPS["GlobalLpPool"] = lambda x, p=2: x.abs().pow(p).sum(tuple(range(2, x.ndim)), keepdim=True).pow(1.0 / p)
+def _max_unpool(x: Tensor, indices: Tensor, output_shape: Any = None, kernel_shape: Any = None, pads: Any = None, strides: Any = None) -> Tensor:
+  ns = len(kernel_shape)
+  s = strides or [1] * ns
+  p = pads or [0] * (2 * ns)
+  if output_shape is None: output_shape = [*x.shape[:2], *[(i - 1) * st - (p[j] + p[j + ns]) + k for j, (i, st, k) in enumerate(zip(x.shape[2:], s, kernel_shape))]]
+  total = int(np.prod(output_shape))
+  flat = indices.reshape(-1)
+  oh = flat.reshape(-1, 1)._one_hot_along_dim(total, 1)
+  return oh.where(x.reshape(-1, 1), 0).sum(0, dtype=x.dtype).reshape(*[int(o) for o in output_shape])
+OPS["MaxUnpool"] = _max_unpool
+
+def _batchnorm(x: Tensor, scale: Tensor, b: Tensor, mean: Tensor, var: Tensor, epsilon: float = 1e-5, momentum: float = 0.9, training_mode: int = 0,
+               spatial: int = 1, is_test: int = 0, consumed_inputs: Any = None) -> Any:
+  shp = (1, -1, *[1] * (x.ndim - 2))
+  if training_mode:
+    ax = tuple(i for i in range(x.ndim) if i != 1)
+    bm, bv = x.mean(ax), x.var(ax, correction=0)
+    y = (x - bm.reshape(shp)) * (bv.reshape(shp) + epsilon).rsqrt() * scale.reshape(shp) + b.reshape(shp)
+    return y.cast(x.dtype), (mean * momentum + bm * (1 - momentum)).cast(mean.dtype), (var * momentum + bv * (1 - momentum)).cast(var.dtype)
+  return ((x - mean.reshape(shp)) * (var.reshape(shp) + epsilon).rsqrt() * scale.reshape(shp) + b.reshape(shp)).cast(x.dtype)
+OPS["BatchNormalization"] = _batchnorm
+def _instancenorm(x: Tensor, scale: Tensor, b: Tensor, epsilon: float = 1e-5) -> Tensor:
+  ax = tuple(range(2, x.ndim))
+  shp = (1, -1, *[1] * (x.ndim - 2))
+  m, v = x.mean(ax, keepdim=True), x.var(ax, keepdim=True, correction=0)
+  return ((x - m) * (v + epsilon).rsqrt() * scale.reshape(shp) + b.reshape(shp)).cast(x.dtype)
+OPS["InstanceNormalization"] = _instancenorm
+def _layernorm(x: Tensor, scale: Tensor, b: Tensor | None = None, axis: int = -1, epsilon: float = 1e-5, stash_type: int = 1) -> tuple[Tensor, ...]:
+  ax = tuple(range(_axis(axis, x.ndim), x.ndim))
+  xf = x.cast(dtypes.float32) if stash_type == 1 and x.dtype != dtypes.float64 else x
+  m = xf.mean(ax, keepdim=True)
+  inv = ((xf - m).square().mean(ax, keepdim=True) + epsilon).rsqrt()
+  y = ((xf - m) * inv).cast(x.dtype) * scale
+  if b is not None: y = y + b
+  return y.cast(x.dtype), m, inv
+OPS["LayerNormalization"] = _layernorm
+def _groupnorm(x: Tensor, scale: Tensor, bias: Tensor, num_groups: int, epsilon: float = 1e-5, stash_type: int = 1, ctx: Any = None) -> Tensor:
+  n, c = x.shape[:2]
+  xg = x.reshape(n, num_groups, -1).cast(dtypes.float32 if x.dtype != dtypes.float64 else x.dtype)
+  m, v = xg.mean(-1, keepdim=True), xg.var(-1, keepdim=True, correction=0)
+  y = ((xg - m) * (v + epsilon).rsqrt()).reshape(x.shape).cast(x.dtype)
+  shp = (1, -1, *[1] * (x.ndim - 2))
+  if ctx.opset < 21:  # opset 18: scale and bias are per group
+    scale, bias = scale.repeat_interleave(c // num_groups), bias.repeat_interleave(c // num_groups)
+  return (y * scale.reshape(shp) + bias.reshape(shp)).cast(x.dtype)
+register("GroupNormalization", ctx=True)(_groupnorm)
+def _rmsnorm(x: Tensor, scale: Tensor, axis: int = -1, epsilon: float = 1e-5, stash_type: int = 1) -> Tensor:
+  ax = tuple(range(_axis(axis, x.ndim), x.ndim))
+  xf = x.cast(dtypes.float32) if stash_type == 1 and x.dtype != dtypes.float64 else x
+  return ((xf * (xf.square().mean(ax, keepdim=True) + epsilon).rsqrt()).cast(x.dtype) * scale).cast(x.dtype)
+OPS["RMSNormalization"] = _rmsnorm
+def _lrn(x: Tensor, size: int, alpha: float = 1e-4, beta: float = 0.75, bias: float = 1.0) -> Tensor:
+  c = x.shape[1]
+  sq = x.square().reshape(x.shape[0], 1, c, -1)
+  pad_b, pad_a = (size - 1) // 2, size - 1 - (size - 1) // 2
+  s = sq.pad(((0, 0), (0, 0), (pad_b, pad_a), (0, 0)))._pool((size, 1), 1).sum((-2, -1)).reshape(x.shape)
+  return (x / (bias + alpha / size * s).pow(beta)).cast(x.dtype)
+OPS["LRN"] = _lrn
+def _mvn(x: Tensor, axes: Any = None) -> Tensor:
+  ax = tuple(_axes(axes if axes is not None else [0, 2, 3], x.ndim))
+  m = x.mean(ax, keepdim=True)
+  return ((x - m) / ((x - m).square().mean(ax, keepdim=True).sqrt() + 1e-9)).cast(x.dtype)
+OPS["MeanVarianceNormalization"] = _mvn
+def _lpnorm(x: Tensor, axis: int = -1, p: int = 2) -> Tensor:
+  n = x.abs().sum(axis, keepdim=True) if p == 1 else x.square().sum(axis, keepdim=True).sqrt()
+  return (x / n).cast(x.dtype)
+OPS["LpNormalization"] = _lpnorm
+def _dropout(x: Tensor, ratio: Any = 0.5, training_mode: Any = None, seed: int | None = None, is_test: int = 0) -> tuple[Tensor, Tensor]:
+  train = training_mode is not None and bool(training_mode.numpy()) if isinstance(training_mode, Tensor) else bool(training_mode)
+  r = float(ratio.numpy()) if isinstance(ratio, Tensor) else float(ratio)
+  if not train or r == 0: return x, x.ones_like().cast(dtypes.bool)
+  if seed is not None: Tensor.manual_seed(seed)
+  mask = Tensor.rand(*x.shape, device=x.device) >= r
+  return (mask.where(x, 0) / (1 - r)).cast(x.dtype), mask
+OPS["Dropout"] = _dropout
+
+# *** losses ***
+
+def _nll(x: Tensor, target: Tensor, weight: Tensor | None = None, ignore_index: int | None = None, reduction: str = "mean") -> Tensor:
+  c = x.shape[1]
+  t = target
+  if ignore_index is not None: t = (target == ignore_index).where(0, target)
+  oh = t.unsqueeze(1)._one_hot_along_dim(c, 1)
+  picked = -(oh.where(x, 0).sum(1))
+  w = weight[t] if weight is not None else picked.ones_like()
+  if ignore_index is not None: w = (target == ignore_index).where(0, w)
+  loss = picked * w
+  if reduction == "none": return loss.cast(x.dtype)
+  if reduction == "sum": return loss.sum().cast(x.dtype)
+  return (loss.sum() / w.sum()).cast(x.dtype)
+OPS["NegativeLogLikelihoodLoss"] = _nll
+def _sce(scores: Tensor, labels: Tensor, weights: Tensor | None = None, ignore_index: int | None = None, reduction: str = "mean") -> tuple[Tensor, Tensor]:
+  lp = scores.log_softmax(1)
+  return _nll(lp, labels, weights, ignore_index, reduction), lp
+OPS["SoftmaxCrossEntropyLoss"] = _sce
+
+# *** sort, select ***
+
+def _topk(x: Tensor, k: Any, axis: int = -1, largest: int = 1, sorted: int = 1) -> tuple[Tensor, Tensor]:  # noqa: A002
+  kk = int(k[0] if isinstance(k, list) else k)
+  ax = _axis(axis, x.ndim)
+  # stable: among equal values the lower index comes first, like onnxruntime
+  arr = x.numpy()
+  idx = np.argsort(-arr if largest else arr, axis=ax, kind="stable") if arr.dtype != bool else np.argsort(~arr if largest else arr, axis=ax, kind="stable")
+  idx = np.take(idx, np.arange(kk), axis=ax)
+  vals = np.take_along_axis(arr, idx, axis=ax)
+  return to_tensor(np.ascontiguousarray(vals), x.device), to_tensor(idx.astype(np.int64), x.device)
+OPS["TopK"] = {1: lambda x, k, axis=-1: _topk(x, k, axis), 10: _topk}
+
+# *** resize ***
+
+def _resize(x: Tensor, roi: Any = None, scales: Any = None, sizes: Any = None, antialias: int = 0, axes: Any = None,
+            coordinate_transformation_mode: str = "half_pixel", cubic_coeff_a: float = -0.75, exclude_outside: int = 0,
+            extrapolation_value: float = 0.0, keep_aspect_ratio_policy: str = "stretch", mode: str = "nearest",
+            nearest_mode: str = "round_prefer_floor") -> Tensor:
+  if antialias: raise OnnxUnsupportedOpError("Resize with antialias=1")
+  n = x.ndim
+  ax = list(range(n)) if axes is None else [_axis(a, n) for a in axes]
+  sc = [1.0] * n
+  out = list(x.shape)
+  if sizes:
+    if keep_aspect_ratio_policy != "stretch":
+      ratios = [sizes[i] / x.shape[a] for i, a in enumerate(ax)]
+      r = min(ratios) if keep_aspect_ratio_policy == "not_larger" else max(ratios)
+      for a in ax: sc[a], out[a] = r, int(x.shape[a] * r + 0.5)
+    else:
+      for i, a in enumerate(ax): out[a], sc[a] = int(sizes[i]), sizes[i] / x.shape[a]
+  elif scales:
+    for i, a in enumerate(ax): sc[a], out[a] = float(scales[i]), int(math.floor(x.shape[a] * float(scales[i])))
+  roi_full = [0.0] * n + [1.0] * n
+  if roi and coordinate_transformation_mode == "tf_crop_and_resize":
+    for i, a in enumerate(ax): roi_full[a], roi_full[a + n] = roi[i], roi[i + len(ax)]
+  for a in range(n):
+    if out[a] == x.shape[a] and sc[a] == 1.0 and coordinate_transformation_mode != "tf_crop_and_resize": continue
+    x = _resize_axis(x, a, out[a], sc[a], roi_full[a], roi_full[a + n], mode, coordinate_transformation_mode, nearest_mode, cubic_coeff_a,
+                     exclude_outside, extrapolation_value)
+  return x
+
+def _src_coords(out_len: int, in_len: int, scale: float, r0: float, r1: float, ctm: str) -> np.ndarray:
+  o = np.arange(out_len, dtype=np.float64)
+  if ctm == "half_pixel": return (o + 0.5) / scale - 0.5
+  if ctm == "half_pixel_symmetric":
+    adj = out_len / (scale * in_len)
+    center = in_len / 2
+    offset = center * (1 - adj)
+    return offset + (o + 0.5) / scale - 0.5
+  if ctm == "pytorch_half_pixel": return (o + 0.5) / scale - 0.5 if out_len > 1 else np.zeros_like(o)
+  if ctm == "align_corners": return o * (in_len - 1) / (out_len - 1) if out_len > 1 else np.zeros_like(o)
+  if ctm == "asymmetric": return o / scale
+  if ctm == "tf_half_pixel_for_nn": return (o + 0.5) / scale
+  if ctm == "tf_crop_and_resize":
+    return r0 * (in_len - 1) + o * (r1 - r0) * (in_len - 1) / (out_len - 1) if out_len > 1 else np.full_like(o, 0.5 * (r0 + r1) * (in_len - 1))
+  raise OnnxUnsupportedOpError(f"Resize coordinate_transformation_mode {ctm!r}")
+
+def _resize_axis(x: Tensor, a: int, out_len: int, scale: float, r0: float, r1: float, mode: str, ctm: str, nearest_mode: str, cubic_a: float,
+                 exclude_outside: int, extrapolation_value: float) -> Tensor:
+  """Resampling along one axis as a (out_len, in_len) weight matrix built on the host and applied with a matmul."""
+  in_len = x.shape[a]
+  src = _src_coords(out_len, in_len, scale, r0, r1, ctm)
+  w = np.zeros((out_len, in_len), dtype=np.float64)
+  if mode == "nearest":
+    if nearest_mode == "round_prefer_floor": idx = np.where(src - np.floor(src) == 0.5, np.floor(src), np.round(src))
+    elif nearest_mode == "round_prefer_ceil": idx = np.where(src - np.floor(src) == 0.5, np.ceil(src), np.round(src))
+    elif nearest_mode == "floor": idx = np.floor(src)
+    else: idx = np.ceil(src)
+    idx = np.clip(idx, 0, in_len - 1).astype(np.int64)
+    w[np.arange(out_len), idx] = 1
+  elif mode == "linear":
+    s = np.clip(src, 0, in_len - 1) if ctm != "tf_crop_and_resize" else src
+    lo = np.floor(s).astype(np.int64)
+    frac = s - lo
+    for o in range(out_len):
+      l0, l1 = np.clip(lo[o], 0, in_len - 1), np.clip(lo[o] + 1, 0, in_len - 1)
+      w[o, l0] += 1 - frac[o]
+      w[o, l1] += frac[o]
+  elif mode == "cubic":
+    lo = np.floor(src).astype(np.int64)
+    t = src - lo
+    A = cubic_a
+    def k(d: np.ndarray) -> np.ndarray:
+      d = np.abs(d)
+      return np.where(d <= 1, ((A + 2) * d - (A + 3)) * d * d + 1, np.where(d < 2, ((A * d - 5 * A) * d + 8 * A) * d - 4 * A, 0))
+    for o in range(out_len):
+      coeffs = [(lo[o] + j, k(t[o] - j)) for j in (-1, 0, 1, 2)]
+      if exclude_outside:
+        tot = sum(c for i, c in coeffs if 0 <= i < in_len)
+        coeffs = [(i, c / tot if 0 <= i < in_len else 0) for i, c in coeffs]
+      for i, c in coeffs: w[o, min(max(i, 0), in_len - 1)] += c
+  else: raise OnnxUnsupportedOpError(f"Resize mode {mode!r}")
+  outside = np.zeros(out_len, dtype=bool)
+  if ctm == "tf_crop_and_resize": outside = (src < 0) | (src > in_len - 1)
+  w[outside] = 0
+  xt = x.transpose(a, -1) if a != x.ndim - 1 else x
+  fdt = x.dtype if dtypes.is_float(x.dtype) else dtypes.float32
+  wt = Tensor(w.T.astype(np.float64 if fdt == dtypes.float64 else np.float32), device=x.device).cast(fdt)
+  ret = xt.cast(fdt) @ wt
+  if outside.any(): ret = ret + Tensor(np.where(outside, extrapolation_value, 0).astype(np.float32), device=x.device).cast(fdt)
+  if not dtypes.is_float(x.dtype): ret = ret.round() if mode != "nearest" else ret
+  ret = ret.cast(x.dtype)
+  return ret.transpose(a, -1) if a != x.ndim - 1 else ret
+OPS["Resize"] = {10: lambda x, scales, mode="nearest": _resize(x, scales=scales, mode=mode, coordinate_transformation_mode="asymmetric",
+                                                               nearest_mode="floor"), 11: _resize}
+def _upsample(x: Tensor, scales: Any = None, mode: str = "nearest", height_scale: float | None = None, width_scale: float | None = None) -> Tensor:
+  if scales is None: scales = [1.0, 1.0, height_scale, width_scale]
+  return _resize(x, scales=scales, mode="linear" if mode in ("linear", "bilinear") else mode, coordinate_transformation_mode="asymmetric",
+                 nearest_mode="floor")
+OPS["Upsample"] = _upsample
