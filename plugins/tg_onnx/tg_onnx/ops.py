@@ -817,3 +817,717 @@ def _upsample(x: Tensor, scales: Any = None, mode: str = "nearest", height_scale
   return _resize(x, scales=scales, mode="linear" if mode in ("linear", "bilinear") else mode, coordinate_transformation_mode="asymmetric",
                  nearest_mode="floor")
 OPS["Upsample"] = _upsample
+
+# *** control flow ***
+
+def _read(ctx: Any, t: Tensor) -> np.ndarray:
+  """A data-dependent value read back to the host (control flow): the runner stops replaying this model with the JIT."""
+  ctx.runner._host_reads += 1
+  from tg_onnx.runner import to_numpy
+  return to_numpy(t)
+
+def _if(cond: Tensor, then_branch: Any, else_branch: Any, ctx: Any) -> tuple:
+  return tuple((then_branch if bool(ctx.host(0).reshape(-1)[0]) else else_branch)())
+register("If", ctx=True)(_if)
+
+def _stack(xs: list[Tensor]) -> Tensor: return xs[0].unsqueeze(0) if len(xs) == 1 else Tensor.stack(*xs)
+
+def _loop(M: Tensor | None, cond: Tensor | None, *v_initial: Any, body: Any, ctx: Any) -> tuple:
+  trip = int(ctx.host(0).reshape(-1)[0]) if M is not None else None
+  keep = bool(ctx.host(1).reshape(-1)[0]) if cond is not None else True
+  carried, scans, i = list(v_initial), [], 0
+  n_out = len(body.output_names) - 1 - len(v_initial)
+  while (trip is None or i < trip) and keep:
+    outs = body(Tensor(np.array(i, dtype=np.int64), device=ctx.device), Tensor(np.array(keep), device=ctx.device), *carried)
+    carried, scans = outs[1:1 + len(v_initial)], scans + [outs[1 + len(v_initial):]]
+    if cond is not None or trip is None: keep = bool(_read(ctx, outs[0]).reshape(-1)[0])
+    i += 1
+  stacked = [_stack([s[j] for s in scans]) if scans else Tensor.empty(0, device=ctx.device) for j in range(n_out)]
+  return tuple(carried + stacked)
+register("Loop", ctx=True)(_loop)
+
+def _scan(*inputs: Tensor, body: Any, num_scan_inputs: int, scan_input_axes: Any = None, scan_input_directions: Any = None,
+          scan_output_axes: Any = None, scan_output_directions: Any = None, ctx: Any = None) -> tuple:
+  if ctx.opset < 9: raise OnnxUnsupportedOpError("Scan of opset 8 (with a batch axis and sequence_lens); re-export with opset >= 9")
+  n_state = len(inputs) - num_scan_inputs
+  state, xs = list(inputs[:n_state]), inputs[n_state:]
+  in_axes = [_axis(a, x.ndim) for a, x in zip(scan_input_axes or [0] * len(xs), xs)]
+  in_dirs = scan_input_directions or [0] * len(xs)
+  T = xs[0].shape[in_axes[0]]
+  n_scan_out = len(body.output_names) - n_state
+  outs: list[list[Tensor]] = [[] for _ in range(n_scan_out)]
+  for t in range(T):
+    sl = [x.shrink(tuple(((T - 1 - t, T - t) if d else (t, t + 1)) if i == a else None for i in range(x.ndim))).squeeze(a)
+          for x, a, d in zip(xs, in_axes, in_dirs)]
+    res = body(*state, *sl)
+    state = res[:n_state]
+    for j, y in enumerate(res[n_state:]): outs[j].append(y)
+  out_axes, out_dirs = scan_output_axes or [0] * n_scan_out, scan_output_directions or [0] * n_scan_out
+  stacked = []
+  for j, ys in enumerate(outs):
+    if out_dirs[j]: ys = ys[::-1]
+    s = _stack(ys)
+    a = _axis(out_axes[j], s.ndim)
+    stacked.append(s.permute(*range(1, a + 1), 0, *range(a + 1, s.ndim)) if a else s)
+  return tuple(state + stacked)
+register("Scan", ctx=True)(_scan)
+
+# *** sequences and optionals ***
+
+OPS["SequenceConstruct"] = lambda *xs: list(xs)
+OPS["SequenceEmpty"] = lambda dtype=None: []
+OPS["SequenceLength"] = lambda seq: Tensor(np.array(len(seq), dtype=np.int64))
+def _seq_pos(pos: Any, n: int) -> int:
+  p = int(np.asarray(pos).reshape(-1)[0])
+  return p + n if p < 0 else p
+OPS["SequenceAt"] = lambda seq, pos: seq[_seq_pos(pos, len(seq))]
+def _seq_insert(seq: list, t: Tensor, pos: Any = None) -> list:
+  p = len(seq) if pos is None else _seq_pos(pos, len(seq))
+  return seq[:p] + [t] + seq[p:]
+OPS["SequenceInsert"] = _seq_insert
+def _seq_erase(seq: list, pos: Any = None) -> list:
+  p = len(seq) - 1 if pos is None else _seq_pos(pos, len(seq))
+  return seq[:p] + seq[p + 1:]
+OPS["SequenceErase"] = _seq_erase
+def _concat_from_seq(seq: list, axis: int, new_axis: int = 0) -> Tensor:
+  if new_axis: return Tensor.stack(*seq, dim=_axis(axis, seq[0].ndim + 1))
+  return _concat(*seq, axis=axis)
+OPS["ConcatFromSequence"] = _concat_from_seq
+def _split_to_seq(x: Tensor, split: Any = None, axis: int = 0, keepdims: int = 1) -> list:
+  ax = _axis(axis, x.ndim)
+  if split is None:
+    parts = [x.shrink(tuple((i, i + 1) if j == ax else None for j in range(x.ndim))) for i in range(x.shape[ax])]
+    return [p.squeeze(ax) for p in parts] if not keepdims else parts
+  sizes = [int(split)] * math.ceil(x.shape[ax] / int(split)) if not isinstance(split, list) else [int(s) for s in split]
+  if not isinstance(split, list) and x.shape[ax] % int(split): sizes[-1] = x.shape[ax] % int(split)
+  out, st = [], 0
+  for s in sizes:
+    out.append(x.shrink(tuple((st, st + s) if j == ax else None for j in range(x.ndim))))
+    st += s
+  return out
+OPS["SplitToSequence"] = _split_to_seq
+def _seq_map(seq: list, *extra: Any, body: Any) -> tuple:
+  n_out = len(body.output_names)
+  res: list[list] = [[] for _ in range(n_out)]
+  for i in range(len(seq)):
+    outs = body(seq[i], *[e[i] if isinstance(e, list) else e for e in extra])
+    for j, o in enumerate(outs): res[j].append(o)
+  return tuple(res)
+OPS["SequenceMap"] = _seq_map
+OPS["Optional"] = lambda x=None, type=None: x  # noqa: A002
+OPS["OptionalHasElement"] = lambda x=None: Tensor(np.array(x is not None))
+def _opt_get(x: Any = None) -> Any:
+  if x is None: raise OnnxNodeError("OptionalGetElement of an empty optional")
+  return x
+OPS["OptionalGetElement"] = _opt_get
+
+# *** recurrent ***
+
+def _act(name: str, alpha: float | None, beta: float | None) -> Callable[[Tensor], Tensor]:
+  acts: dict[str, Callable[[Tensor], Tensor]] = {
+    "Relu": Tensor.relu, "Tanh": Tensor.tanh, "Sigmoid": Tensor.sigmoid, "Softsign": Tensor.softsign, "Softplus": Tensor.softplus,
+    "Affine": lambda x: x * (alpha if alpha is not None else 1.0) + (beta or 0.0),
+    "LeakyRelu": lambda x: x.leaky_relu(alpha if alpha is not None else 0.01),
+    "ThresholdedRelu": lambda x: (x > (alpha if alpha is not None else 1.0)).where(x, 0),
+    "ScaledTanh": lambda x: (x * (beta if beta is not None else 1.0)).tanh() * (alpha if alpha is not None else 1.0),
+    "HardSigmoid": lambda x: (x * (alpha if alpha is not None else 0.2) + (beta if beta is not None else 0.5)).clip(0, 1),
+    "Elu": lambda x: x.elu(alpha if alpha is not None else 1.0)}
+  if name not in acts: raise OnnxUnsupportedOpError(f"recurrent activation {name!r}")
+  return acts[name]
+
+def _rnn_common(kind: str, X: Tensor, W: Tensor, R: Tensor, B: Tensor | None, sequence_lens: Tensor | None, initial_h: Tensor | None,
+                initial_c: Tensor | None, P: Tensor | None, activations: Any, activation_alpha: Any, activation_beta: Any, clip: float | None,
+                direction: str, hidden_size: int, layout: int, input_forget: int = 0, linear_before_reset: int = 0) -> tuple:
+  if layout: X = X.transpose(0, 1)
+  T, bs, _ = X.shape
+  nd = 2 if direction == "bidirectional" else 1
+  ngates = {"RNN": 1, "GRU": 3, "LSTM": 4}[kind]
+  defaults = {"RNN": ["Tanh"], "GRU": ["Sigmoid", "Tanh"], "LSTM": ["Sigmoid", "Tanh", "Tanh"]}[kind]
+  acts_names = activations or defaults * nd
+  alphas, betas = activation_alpha or [], activation_beta or []
+  acts = [_act(n, alphas[i] if i < len(alphas) else None, betas[i] if i < len(betas) else None) for i, n in enumerate(acts_names)]
+  H = hidden_size
+  if B is None: B = Tensor.zeros(nd, 2 * ngates * H, dtype=X.dtype, device=X.device)
+  h0 = initial_h if initial_h is not None else Tensor.zeros(nd, bs, H, dtype=X.dtype, device=X.device)
+  c0 = initial_c if initial_c is not None else Tensor.zeros(nd, bs, H, dtype=X.dtype, device=X.device)
+  lens = sequence_lens.cast(dtypes.int32).reshape(bs, 1) if sequence_lens is not None else None
+  Ys, Hs, Cs = [], [], []
+  for d in range(nd):
+    rev = direction == "reverse" or d == 1
+    f = acts[d * len(defaults):(d + 1) * len(defaults)]
+    w, r, b = W[d], R[d], B[d]
+    wb, rb = b[:ngates * H], b[ngates * H:]
+    xw = X @ w.T + wb  # all timesteps' input projections at once: (T, bs, ngates*H)
+    h, c = h0[d], c0[d]
+    p = P[d] if P is not None else None
+    ys: list[Tensor | None] = [None] * T
+    for step in range(T):
+      t = T - 1 - step if rev else step
+      g = xw[t]
+      if kind == "LSTM":
+        gates = g + h @ r.T + rb
+        i_, o_, f_, c_ = (gates[:, k * H:(k + 1) * H] for k in range(4))
+        if p is not None: i_, f_ = i_ + p[:H] * c, f_ + p[2 * H:] * c
+        if clip is not None: i_, o_, f_, c_ = (x.clip(-clip, clip) for x in (i_, o_, f_, c_))
+        i_ = f[0](i_)
+        f_ = (1 - i_) if input_forget else f[0](f_)
+        cn = f_ * c + i_ * f[1](c_)
+        if p is not None: o_ = o_ + p[H:2 * H] * cn
+        if clip is not None: o_ = o_.clip(-clip, clip)
+        hn = f[0](o_) * f[2](cn)
+      elif kind == "GRU":
+        gz, gr, gh = (g[:, k * H:(k + 1) * H] for k in range(3))
+        rz, rr, rh = (r[k * H:(k + 1) * H] for k in range(3))
+        bz, br, bh = (rb[k * H:(k + 1) * H] for k in range(3))
+        zz, rr_ = gz + h @ rz.T + bz, gr + h @ rr.T + br
+        if clip is not None: zz, rr_ = zz.clip(-clip, clip), rr_.clip(-clip, clip)
+        z, rt = f[0](zz), f[0](rr_)
+        hh = gh + ((h @ rh.T + bh) * rt if linear_before_reset else (rt * h) @ rh.T + bh)
+        if clip is not None: hh = hh.clip(-clip, clip)
+        hn, cn = (1 - z) * f[1](hh) + z * h, c
+      else:
+        a = g + h @ r.T + rb
+        if clip is not None: a = a.clip(-clip, clip)
+        hn, cn = f[0](a), c
+      if lens is not None:
+        m = lens > t
+        hn, cn = m.where(hn, h), m.where(cn, c)
+        ys[t] = m.where(hn, 0)
+      else: ys[t] = hn
+      h, c = hn, cn
+    Ys.append(Tensor.stack(*ys) if T > 1 else ys[0].unsqueeze(0))  # type: ignore[union-attr,arg-type]
+    Hs.append(h)
+    Cs.append(c)
+  Y = Tensor.stack(*Ys, dim=1).cast(X.dtype)  # (T, nd, bs, H)
+  Yh, Yc = Tensor.stack(*Hs).cast(X.dtype), Tensor.stack(*Cs).cast(X.dtype)
+  if layout: Y, Yh, Yc = Y.permute(2, 0, 1, 3), Yh.transpose(0, 1), Yc.transpose(0, 1)
+  return (Y, Yh, Yc) if kind == "LSTM" else (Y, Yh)
+
+def _rnn_op(kind: str) -> Op:
+  def op(X: Tensor, W: Tensor, R: Tensor, B: Tensor | None = None, sequence_lens: Tensor | None = None, initial_h: Tensor | None = None,
+         initial_c: Tensor | None = None, P: Tensor | None = None, activation_alpha: Any = None, activation_beta: Any = None, activations: Any = None,
+         clip: float | None = None, direction: str = "forward", hidden_size: int | None = None, layout: int = 0, input_forget: int = 0,
+         linear_before_reset: int = 0) -> tuple:
+    if kind == "GRU": initial_h, initial_c = initial_c if False else initial_h, None
+    return _rnn_common(kind, X, W, R, B, sequence_lens, initial_h, initial_c, P, activations, activation_alpha, activation_beta, clip, direction,
+                       hidden_size if hidden_size is not None else R.shape[-1], layout, input_forget, linear_before_reset)
+  return op
+OPS["LSTM"], OPS["GRU"], OPS["RNN"] = _rnn_op("LSTM"), _rnn_op("GRU"), _rnn_op("RNN")
+
+# *** attention ***
+
+def _attention(Q: Tensor, K: Tensor, V: Tensor, attn_mask: Tensor | None = None, past_key: Tensor | None = None, past_value: Tensor | None = None,
+               nonpad_kv_seqlen: Tensor | None = None, is_causal: int = 0, kv_num_heads: int | None = None, q_num_heads: int | None = None,
+               qk_matmul_output_mode: int = 0, scale: float | None = None, softcap: float = 0.0, softmax_precision: int | None = None) -> tuple:
+  three_d = Q.ndim == 3
+  if three_d:
+    bs, sq = Q.shape[:2]
+    Q = Q.reshape(bs, sq, q_num_heads, -1).transpose(1, 2)
+    K = K.reshape(bs, K.shape[1], kv_num_heads, -1).transpose(1, 2)
+    V = V.reshape(bs, V.shape[1], kv_num_heads, -1).transpose(1, 2)
+  if past_key is not None: K = past_key.cat(K, dim=2)
+  if past_value is not None: V = past_value.cat(V, dim=2)
+  present_k, present_v = K, V
+  qh, kvh = Q.shape[1], K.shape[1]
+  if qh != kvh: K, V = K.repeat_interleave(qh // kvh, dim=1), V.repeat_interleave(qh // kvh, dim=1)
+  S, L = Q.shape[-2], K.shape[-2]
+  sc = scale if scale is not None else 1.0 / math.sqrt(Q.shape[-1])
+  cdt = Q.dtype if softmax_precision is None else onnx_dtype(softmax_precision)
+  qk = (Q @ K.transpose(-1, -2)) * sc
+  qk_out = qk
+  bias = Tensor.zeros(S, L, dtype=qk.dtype, device=Q.device)
+  if attn_mask is not None:
+    m = attn_mask
+    if m.shape[-1] < L: m = m.pad(tuple(None for _ in range(m.ndim - 1)) + ((0, L - m.shape[-1]),), value=False if m.dtype == dtypes.bool else -math.inf)
+    bias = bias + (m.where(0, -math.inf) if m.dtype == dtypes.bool else m.cast(qk.dtype))
+  if is_causal:
+    i = Tensor.arange(S, device=Q.device).reshape(S, 1)
+    j = Tensor.arange(L, device=Q.device).reshape(1, L)
+    bias = bias + (j > i + (L - S)).where(-math.inf, 0).cast(qk.dtype)
+  if nonpad_kv_seqlen is not None:
+    j = Tensor.arange(L, device=Q.device).reshape(1, 1, 1, L)
+    bias = bias + (j >= nonpad_kv_seqlen.reshape(-1, 1, 1, 1)).where(-math.inf, 0).cast(qk.dtype)
+  qk = qk + bias
+  if qk_matmul_output_mode == 1: qk_out = qk
+  if softcap: qk = (qk / softcap).tanh() * softcap
+  if qk_matmul_output_mode == 2: qk_out = qk
+  probs = qk.cast(cdt).softmax(-1).cast(Q.dtype)
+  if qk_matmul_output_mode == 3: qk_out = probs
+  Y = probs @ V
+  if three_d: Y = Y.transpose(1, 2).reshape(Y.shape[0], S, -1)
+  return Y.cast(Q.dtype), present_k, present_v, qk_out
+OPS["Attention"] = _attention
+
+def _rotary(X: Tensor, cos_cache: Tensor, sin_cache: Tensor, position_ids: Tensor | None = None, interleaved: int = 0, num_heads: int = 0,
+            rotary_embedding_dim: int = 0) -> Tensor:
+  orig = X.shape
+  if X.ndim == 4: X = X.transpose(1, 2)  # (B, S, H, hd)
+  else: X = X.reshape(orig[0], orig[1], num_heads, -1)
+  hd = X.shape[-1]
+  rd = rotary_embedding_dim or hd
+  xr, xp = X[..., :rd], X[..., rd:]
+  if position_ids is not None: cos, sin = cos_cache[position_ids], sin_cache[position_ids]
+  else: cos, sin = cos_cache, sin_cache
+  cos, sin = cos[..., :rd // 2].unsqueeze(-2), sin[..., :rd // 2].unsqueeze(-2)
+  if interleaved: x1, x2 = xr[..., 0::2], xr[..., 1::2]
+  else: x1, x2 = xr[..., :rd // 2], xr[..., rd // 2:]
+  real, imag = cos * x1 - sin * x2, sin * x1 + cos * x2
+  rot = Tensor.stack(real, imag, dim=-1).reshape(*real.shape[:-1], rd) if interleaved else real.cat(imag, dim=-1)
+  out = rot.cat(xp, dim=-1) if rd < hd else rot
+  return (out.transpose(1, 2) if len(orig) == 4 else out.reshape(orig)).cast(X.dtype)
+OPS["RotaryEmbedding"] = _rotary
+
+# *** quantization ***
+
+def _qparams(scale: Tensor, zp: Tensor | None, x: Tensor, axis: int, block_size: int) -> tuple[Tensor, Tensor | None]:
+  if scale.ndim == 0 or scale.numel() == 1 and x.ndim == 0: return scale, zp
+  ax = _axis(axis, x.ndim)
+  if block_size:
+    scale = scale.repeat_interleave(block_size, dim=ax).shrink(tuple((0, x.shape[ax]) if i == ax else None for i in range(x.ndim)))
+    if zp is not None: zp = zp.repeat_interleave(block_size, dim=ax).shrink(tuple((0, x.shape[ax]) if i == ax else None for i in range(x.ndim)))
+    return scale, zp
+  shp = [x.shape[ax] if i == ax else 1 for i in range(x.ndim)]
+  return scale.reshape(shp), zp.reshape(shp) if zp is not None else None
+
+def _saturate(y: Tensor, dt: DType) -> Tensor:
+  if dtypes.is_int(dt): return y.clip(dtypes.min(dt), dtypes.max(dt)).cast(dt)
+  return _cast(y, next(k for k, v in ONNX_DTYPES.items() if v == dt))
+
+def _quantize(x: Tensor, y_scale: Tensor, y_zero_point: Tensor | None = None, axis: int = 1, block_size: int = 0, output_dtype: int = 0,
+              saturate: int = 1, precision: int = 0) -> Tensor:
+  dt = y_zero_point.dtype if y_zero_point is not None else onnx_dtype(output_dtype) if output_dtype else dtypes.uint8
+  s, zp = _qparams(y_scale, y_zero_point, x, axis, block_size)
+  cdt = dtypes.float32 if x.dtype != dtypes.float64 else dtypes.float64
+  y = x.cast(cdt) / s.cast(cdt)
+  if dtypes.is_int(dt): y = y.round()
+  if zp is not None: y = y + zp.cast(cdt)
+  return _saturate(y, dt)
+OPS["QuantizeLinear"] = _quantize
+def _dequantize(x: Tensor, x_scale: Tensor, x_zero_point: Tensor | None = None, axis: int = 1, block_size: int = 0, output_dtype: int = 0) -> Tensor:
+  s, zp = _qparams(x_scale, x_zero_point, x, axis, block_size)
+  xf = x.cast(dtypes.float32)
+  if zp is not None: xf = xf - zp.cast(dtypes.float32)
+  out = onnx_dtype(output_dtype) if output_dtype else x_scale.dtype
+  return (xf * s.cast(dtypes.float32)).cast(out)
+OPS["DequantizeLinear"] = _dequantize
+def _dyn_quantize(x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+  mx, mn = x.max().maximum(0), x.min().minimum(0)
+  scale = (mx - mn) / 255
+  zp = (0 - mn / scale).round().clip(0, 255)
+  y = ((x / scale).round() + zp).clip(0, 255)
+  return y.cast(dtypes.uint8), scale.cast(x.dtype), zp.cast(dtypes.uint8)
+OPS["DynamicQuantizeLinear"] = _dyn_quantize
+def _zp_sub(x: Tensor, zp: Tensor | None, row: bool) -> Tensor:
+  xi = x.cast(dtypes.int32)
+  if zp is None: return xi
+  z = zp.cast(dtypes.int32)
+  if z.ndim == 1 and z.numel() > 1 and row: z = z.reshape(-1, 1)
+  return xi - z
+OPS["MatMulInteger"] = lambda A, B, a_zero_point=None, b_zero_point=None: _zp_sub(A, a_zero_point, True).matmul(_zp_sub(B, b_zero_point, False)).cast(
+  dtypes.int32)
+def _conv_integer(x: Tensor, w: Tensor, x_zero_point: Tensor | None = None, w_zero_point: Tensor | None = None, **kw: Any) -> Tensor:
+  xi = _zp_sub(x, x_zero_point, False)
+  wz = w_zero_point.cast(dtypes.int32).reshape(-1, *[1] * (w.ndim - 1)) if w_zero_point is not None and w_zero_point.ndim else w_zero_point
+  wi = w.cast(dtypes.int32) - (wz if wz is not None else 0)
+  if x_zero_point is not None and kw.get("pads"):  # padding must be the zero point, i.e. 0 after the subtraction: pad explicitly
+    pass
+  return _conv(xi, wi, None, **kw).cast(dtypes.int32)
+OPS["ConvInteger"] = _conv_integer
+def _requant(acc: Tensor, scale: Tensor, y_scale: Tensor, y_zp: Tensor | None) -> Tensor:
+  y = (acc.cast(dtypes.float32) * (scale / y_scale.cast(dtypes.float32))).round()
+  if y_zp is not None: y = y + y_zp.cast(dtypes.float32)
+  return _saturate(y, y_zp.dtype if y_zp is not None else dtypes.uint8)
+def _qlinear_matmul(a: Tensor, a_scale: Tensor, a_zp: Tensor, b: Tensor, b_scale: Tensor, b_zp: Tensor, y_scale: Tensor, y_zp: Tensor) -> Tensor:
+  af = (a.cast(dtypes.float32) - a_zp.cast(dtypes.float32).reshape(*a_zp.shape, *([1] if a_zp.ndim == 1 and a_zp.numel() > 1 else [])))
+  bf = b.cast(dtypes.float32) - b_zp.cast(dtypes.float32)
+  acc = af @ bf
+  sa = a_scale.cast(dtypes.float32).reshape(-1, 1) if a_scale.ndim == 1 and a_scale.numel() > 1 else a_scale.cast(dtypes.float32)
+  return _requant(acc, sa * b_scale.cast(dtypes.float32), y_scale, y_zp)
+OPS["QLinearMatMul"] = _qlinear_matmul
+def _qlinear_conv(x: Tensor, x_scale: Tensor, x_zp: Tensor, w: Tensor, w_scale: Tensor, w_zp: Tensor, y_scale: Tensor, y_zp: Tensor,
+                  B: Tensor | None = None, **kw: Any) -> Tensor:
+  xf = x.cast(dtypes.float32) - x_zp.cast(dtypes.float32)
+  wz = w_zp.cast(dtypes.float32).reshape(-1, *[1] * (w.ndim - 1)) if w_zp.ndim and w_zp.numel() > 1 else w_zp.cast(dtypes.float32)
+  wf = w.cast(dtypes.float32) - wz
+  acc = _conv(xf, wf, None, **kw)
+  if B is not None: acc = acc + B.cast(dtypes.float32).reshape(1, -1, *[1] * (x.ndim - 2))
+  ws = w_scale.cast(dtypes.float32).reshape(1, -1, *[1] * (x.ndim - 2)) if w_scale.ndim and w_scale.numel() > 1 else w_scale.cast(dtypes.float32)
+  return _requant(acc, x_scale.cast(dtypes.float32) * ws, y_scale, y_zp)
+OPS["QLinearConv"] = _qlinear_conv
+
+# *** detection, sampling ***
+
+def _nms(boxes: Tensor, scores: Tensor, max_output_boxes_per_class: Any = None, iou_threshold: Any = None, score_threshold: Any = None,
+         center_point_box: int = 0) -> Tensor:
+  """Host NMS (the output size depends on the data, like onnxruntime's CPU kernel)."""
+  b, s = boxes.numpy().astype(np.float64), scores.numpy().astype(np.float64)
+  mx = int(np.asarray(max_output_boxes_per_class).reshape(-1)[0]) if max_output_boxes_per_class is not None and np.size(max_output_boxes_per_class) else 0
+  iou_t = float(np.asarray(iou_threshold).reshape(-1)[0]) if iou_threshold is not None and np.size(iou_threshold) else 0.0
+  st = float(np.asarray(score_threshold).reshape(-1)[0]) if score_threshold is not None and np.size(score_threshold) else None
+  if center_point_box:
+    cx, cy, w, h = b[..., 0], b[..., 1], b[..., 2], b[..., 3]
+    b = np.stack([cy - h / 2, cx - w / 2, cy + h / 2, cx + w / 2], -1)
+  y1, x1 = np.minimum(b[..., 0], b[..., 2]), np.minimum(b[..., 1], b[..., 3])
+  y2, x2 = np.maximum(b[..., 0], b[..., 2]), np.maximum(b[..., 1], b[..., 3])
+  out = []
+  for bi in range(s.shape[0]):
+    for ci in range(s.shape[1]):
+      sc = s[bi, ci]
+      order = [i for i in np.argsort(-sc, kind="stable") if st is None or sc[i] > st]
+      keep: list[int] = []
+      for i in order:
+        if len(keep) >= mx: break
+        ok = True
+        for j in keep:
+          iw = max(0.0, min(x2[bi, i], x2[bi, j]) - max(x1[bi, i], x1[bi, j]))
+          ih = max(0.0, min(y2[bi, i], y2[bi, j]) - max(y1[bi, i], y1[bi, j]))
+          inter = iw * ih
+          union = (x2[bi, i] - x1[bi, i]) * (y2[bi, i] - y1[bi, i]) + (x2[bi, j] - x1[bi, j]) * (y2[bi, j] - y1[bi, j]) - inter
+          if union > 0 and inter / union > iou_t:
+            ok = False
+            break
+        if ok: keep.append(i)
+      out += [[bi, ci, i] for i in keep]
+  return Tensor(np.array(out, dtype=np.int64).reshape(-1, 3), device=boxes.device)
+OPS["NonMaxSuppression"] = _nms
+
+def _grid_sample(x: Tensor, grid: Tensor, align_corners: int = 0, mode: str = "linear", padding_mode: str = "zeros") -> Tensor:
+  mode = {"bilinear": "linear", "bicubic": "cubic"}.get(mode, mode)
+  N, C, *sp = x.shape
+  nd = len(sp)
+  out_sp = grid.shape[1:-1]
+  P = int(np.prod(out_sp))
+  g = grid.reshape(N, P, nd).cast(dtypes.float32)
+  taps_per_dim = []
+  for d in range(nd):
+    size = sp[nd - 1 - d]  # grid's last dim is (x, y, z): x indexes the last spatial dim
+    c = g[:, :, d]
+    pos = ((c + 1) / 2 * (size - 1)) if align_corners else ((c + 1) * size - 1) / 2
+    if padding_mode == "border": pos = pos.clip(0, size - 1)
+    elif padding_mode == "reflection": pos = _reflect(pos, size, bool(align_corners))
+    if mode == "nearest":
+      i0 = pos.round() if True else pos
+      taps = [(i0, pos.ones_like())]
+    elif mode == "linear":
+      f = pos.floor()
+      taps = [(f, 1 - (pos - f)), (f + 1, pos - f)]
+    else:
+      f = pos.floor()
+      t = pos - f
+      A = -0.75
+      def k(dd: Tensor) -> Tensor:
+        a = dd.abs()
+        return (a <= 1).where(((A + 2) * a - (A + 3)) * a * a + 1, (a < 2).where(((A * a - 5 * A) * a + 8 * A) * a - 4 * A, 0))
+      taps = [(f + j, k(t - j)) for j in (-1, 0, 1, 2)]
+    taps_per_dim.append((size, taps))
+  xf = x.reshape(N, C, -1).cast(dtypes.float32)
+  total: Tensor | None = None
+  import itertools
+  for combo in itertools.product(*[range(len(t)) for _, t in taps_per_dim]):
+    flat, w, valid = None, None, None
+    stride = 1
+    for d, ti in enumerate(combo):
+      size, taps = taps_per_dim[d]
+      idx, wt = taps[ti]
+      ok = (idx >= 0) & (idx <= size - 1)
+      idxc = idx.clip(0, size - 1)
+      if padding_mode != "zeros" and mode == "cubic": ok = ok.ones_like().cast(dtypes.bool)
+      flat = idxc * stride if flat is None else flat + idxc * stride
+      w = wt if w is None else w * wt
+      valid = ok if valid is None else valid & ok
+      stride *= size
+    assert flat is not None and w is not None and valid is not None
+    vals = xf.gather(2, flat.cast(dtypes.int32).reshape(N, 1, P).expand(N, C, P))
+    contrib = valid.reshape(N, 1, P).where(vals * w.reshape(N, 1, P), 0)
+    total = contrib if total is None else total + contrib
+  assert total is not None
+  return total.reshape(N, C, *out_sp).cast(x.dtype)
+def _reflect(pos: Tensor, size: int, align_corners: bool) -> Tensor:
+  lo, hi = (0.0, size - 1.0) if align_corners else (-0.5, size - 0.5)
+  span = hi - lo
+  if span <= 0: return pos.zeros_like()
+  d = (pos - lo).abs()
+  flips = (d / span).floor()
+  extra = d - flips * span
+  r = (flips % 2 == 0).where(lo + extra, hi - extra)
+  return r.clip(0, size - 1)
+OPS["GridSample"] = _grid_sample
+
+def _affine_grid(theta: Tensor, size: Any, align_corners: int = 0) -> Tensor:
+  N, C, *sp = [int(s) for s in size]
+  nd = len(sp)
+  lins = []
+  for s in sp:
+    if align_corners: lin = np.linspace(-1, 1, s) if s > 1 else np.zeros(1)
+    else: lin = (np.arange(s) * 2 + 1) / s - 1
+    lins.append(lin)
+  mesh = np.meshgrid(*lins, indexing="ij")  # D,H,W order
+  base = np.stack([*mesh[::-1], np.ones_like(mesh[0])], -1).reshape(-1, nd + 1).astype(np.float32)
+  b = Tensor(base, device=theta.device).cast(theta.dtype)
+  out = b.reshape(1, -1, nd + 1) @ theta.transpose(1, 2)
+  return out.reshape(N, *sp, nd)
+OPS["AffineGrid"] = _affine_grid
+
+# *** signal processing ***
+
+def _window(kind: str) -> Op:
+  def op(size: Any, output_datatype: int = 1, periodic: int = 1) -> Tensor:
+    n = int(np.asarray(size).reshape(-1)[0])
+    N = n if periodic else n - 1
+    k = np.arange(n, dtype=np.float64)
+    if kind == "hann": w = 0.5 - 0.5 * np.cos(2 * np.pi * k / N)
+    elif kind == "hamming": w = 25 / 46 - (1 - 25 / 46) * np.cos(2 * np.pi * k / N)
+    else: w = 0.42 - 0.5 * np.cos(2 * np.pi * k / N) + 0.08 * np.cos(4 * np.pi * k / N)
+    return Tensor(w.astype(np.float32)).cast(onnx_dtype(output_datatype))
+  return op
+OPS["HannWindow"], OPS["HammingWindow"], OPS["BlackmanWindow"] = _window("hann"), _window("hamming"), _window("blackman")
+
+def _dft_matrix(n_in: int, n_out: int, inverse: bool) -> tuple[np.ndarray, np.ndarray]:
+  k = np.arange(n_out).reshape(-1, 1)
+  j = np.arange(n_in).reshape(1, -1)
+  ang = 2 * np.pi * k * j / n_in * (1 if inverse else -1)
+  return np.cos(ang), np.sin(ang)
+
+def _dft_core(x: Tensor, ax: int, n: int, inverse: bool, onesided: bool) -> Tensor:
+  """x: (..., L, ..., 2) complex as its last dim; DFT along axis `ax` with length n (pad or crop)."""
+  L = x.shape[ax]
+  if L < n: x = x.pad(tuple((0, n - L) if i == ax else None for i in range(x.ndim)))
+  elif L > n: x = x.shrink(tuple((0, n) if i == ax else None for i in range(x.ndim)))
+  n_out = n // 2 + 1 if onesided else n
+  c, s = _dft_matrix(n, n_out, inverse)
+  fdt = x.dtype if dtypes.is_float(x.dtype) else dtypes.float32
+  C = Tensor(c.astype(np.float64 if fdt == dtypes.float64 else np.float32), device=x.device).cast(fdt)
+  S = Tensor(s.astype(np.float64 if fdt == dtypes.float64 else np.float32), device=x.device).cast(fdt)
+  xm = x.transpose(ax, -2)  # (..., 2, n) with the signal axis next to the complex one
+  re, im = xm[..., 0, :], xm[..., 1, :]
+  ore, oim = re @ C.T - im @ S.T, re @ S.T + im @ C.T
+  if inverse: ore, oim = ore / n, oim / n
+  out = Tensor.stack(ore, oim, dim=-1)  # (..., n_out, 2) with the signal axis at -2
+  return out.transpose(ax, -2) if ax != x.ndim - 2 else out
+
+def _dft(x: Tensor, dft_length: Any = None, axis: Any = None, inverse: int = 0, onesided: int = 0, ctx: Any = None) -> Tensor:
+  if x.shape[-1] == 1: x = x.cat(x.zeros_like(), dim=-1)
+  ax_ = int(np.asarray(axis).reshape(-1)[0]) if axis is not None else (1 if ctx.opset < 20 else -2)
+  ax = ax_ + x.ndim if ax_ < 0 else ax_
+  n = int(np.asarray(dft_length).reshape(-1)[0]) if dft_length is not None and np.size(dft_length) else x.shape[ax]
+  return _dft_core(x, ax, n, bool(inverse), bool(onesided))
+register("DFT", ctx=True)(_dft)
+
+def _stft(signal: Tensor, frame_step: Any, window: Tensor | None = None, frame_length: Any = None, onesided: int = 1) -> Tensor:
+  step = int(np.asarray(frame_step).reshape(-1)[0])
+  fl = int(np.asarray(frame_length).reshape(-1)[0]) if frame_length is not None else window.shape[0]  # type: ignore[union-attr]
+  if signal.shape[-1] == 1: signal = signal.cat(signal.zeros_like(), dim=-1)
+  B, L = signal.shape[:2]
+  nf = (L - fl) // step + 1
+  frames = Tensor.stack(*[signal[:, f * step:f * step + fl] for f in range(nf)], dim=1)  # (B, nf, fl, 2)
+  if window is not None: frames = frames * window.reshape(1, 1, fl, 1).cast(frames.dtype)
+  return _dft_core(frames, 2, fl, False, bool(onesided))
+OPS["STFT"] = _stft
+
+def _mel(num_mel_bins: Any, dft_length: Any, sample_rate: Any, lower_edge_hertz: Any, upper_edge_hertz: Any, output_datatype: int = 1) -> Tensor:
+  nm, nd, sr = (int(np.asarray(v).reshape(-1)[0]) for v in (num_mel_bins, dft_length, sample_rate))
+  lo, hi = (float(np.asarray(v).reshape(-1)[0]) for v in (lower_edge_hertz, upper_edge_hertz))
+  bins = nd // 2 + 1
+  low_mel, high_mel = 2595 * np.log10(1 + lo / 700), 2595 * np.log10(1 + hi / 700)
+  mel_step = (high_mel - low_mel) / (nm + 2)
+  points = np.array([low_mel + i * mel_step for i in range(nm + 2)])
+  hz = 700 * (10 ** (points / 2595) - 1)
+  fbin = ((nd + 1) * hz / sr).astype(np.int64)
+  out = np.zeros((bins, nm), dtype=np.float32)
+  for i in range(nm):
+    lo_b, c_b, hi_b = fbin[i], fbin[i + 1], fbin[i + 2]
+    low_len, up_len = c_b - lo_b + 1, hi_b - c_b + 1
+    for j in range(lo_b, c_b + 1): out[j, i] = (j - lo_b + 1) / low_len if low_len else 1
+    for j in range(c_b, hi_b + 1): out[j, i] = (hi_b - j + 1) / up_len if up_len else 1
+  return Tensor(out).cast(onnx_dtype(output_datatype))
+OPS["MelWeightMatrix"] = _mel
+
+def _col2im(x: Tensor, image_shape: Any, block_shape: Any, dilations: Any = None, pads: Any = None, strides: Any = None) -> Tensor:
+  ns = len(image_shape)
+  d, s = dilations or [1] * ns, strides or [1] * ns
+  p = pads or [0] * (2 * ns)
+  N, CK, Lb = x.shape
+  K = int(np.prod(block_shape))
+  C = CK // K
+  padded = [int(image_shape[i]) + p[i] + p[i + ns] for i in range(ns)]
+  outs = [(padded[i] - (d[i] * (int(block_shape[i]) - 1) + 1)) // s[i] + 1 for i in range(ns)]
+  # host-built scatter matrix: (K*L) block positions -> padded image positions, applied as a matmul
+  total = int(np.prod(padded))
+  M = np.zeros((K * Lb, total), dtype=np.float32)
+  for kidx, kpos in enumerate(np.ndindex(*[int(b) for b in block_shape])):
+    for lidx, lpos in enumerate(np.ndindex(*outs)):
+      M[kidx * Lb + lidx, np.ravel_multi_index(tuple(lp * s[i] + kp * d[i] for i, (lp, kp) in enumerate(zip(lpos, kpos))), padded)] = 1
+  y = x.reshape(N, C, K * Lb).cast(dtypes.float32) @ Tensor(M, device=x.device)
+  y = y.reshape(N, C, *padded)
+  return y.shrink((None, None, *[(p[i], p[i] + int(image_shape[i])) for i in range(ns)])).cast(x.dtype)
+OPS["Col2Im"] = _col2im
+
+def _deform_conv(x: Tensor, w: Tensor, offset: Tensor, B: Tensor | None = None, mask: Tensor | None = None, dilations: Any = None, group: int = 1,
+                 kernel_shape: Any = None, offset_group: int = 1, pads: Any = None, strides: Any = None) -> Tensor:
+  """Deformable conv 2D: bilinear samples at offset kernel taps (zero outside), then a grouped matmul with the weights."""
+  N, C, H, W_ = x.shape
+  Co, Cg, kh, kw = w.shape
+  d, s = dilations or [1, 1], strides or [1, 1]
+  p = pads or [0, 0, 0, 0]
+  oh, ow = offset.shape[2:]
+  K = kh * kw
+  ki, kj = np.meshgrid(np.arange(kh), np.arange(kw), indexing="ij")
+  base_y = (np.arange(oh).reshape(-1, 1) * s[0] - p[0]).reshape(1, 1, oh, 1) + (ki.reshape(-1) * d[0]).reshape(1, K, 1, 1)
+  base_x = (np.arange(ow).reshape(1, -1) * s[1] - p[1]).reshape(1, 1, 1, ow) + (kj.reshape(-1) * d[1]).reshape(1, K, 1, 1)
+  off = offset.reshape(N, offset_group, K, 2, oh, ow).cast(dtypes.float32)
+  py = Tensor(base_y.astype(np.float32), device=x.device).reshape(1, 1, K, oh, 1) + off[:, :, :, 0]
+  px = Tensor(base_x.astype(np.float32), device=x.device).reshape(1, 1, K, 1, ow) + off[:, :, :, 1]
+  xg = x.reshape(N, offset_group, C // offset_group, H * W_).cast(dtypes.float32)
+  y0, x0 = py.floor(), px.floor()
+  samp: Tensor | None = None
+  P = K * oh * ow
+  for dy in (0, 1):
+    for dx in (0, 1):
+      yy, xx = y0 + dy, x0 + dx
+      wt = (1 - (py - yy).abs()) * (1 - (px - xx).abs())
+      ok = (yy >= 0) & (yy <= H - 1) & (xx >= 0) & (xx <= W_ - 1)
+      idx = (yy.clip(0, H - 1) * W_ + xx.clip(0, W_ - 1)).cast(dtypes.int32).reshape(N, offset_group, 1, P)
+      vals = xg.gather(3, idx.expand(N, offset_group, C // offset_group, P))
+      c = ok.reshape(N, offset_group, 1, P).where(vals * wt.reshape(N, offset_group, 1, P), 0)
+      samp = c if samp is None else samp + c
+  assert samp is not None
+  samp = samp.reshape(N, C, K, oh, ow)
+  if mask is not None: samp = samp * mask.reshape(N, offset_group, 1, K, oh, ow).expand(N, offset_group, C // offset_group, K, oh, ow).reshape(
+    N, C, K, oh, ow).cast(dtypes.float32)
+  cols = samp.reshape(N, group, Cg * K, oh * ow)
+  wm = w.reshape(group, Co // group, Cg * K).cast(dtypes.float32)
+  out = (wm.reshape(1, group, Co // group, Cg * K) @ cols).reshape(N, Co, oh, ow)
+  if B is not None: out = out + B.reshape(1, -1, 1, 1)
+  return out.cast(x.dtype)
+OPS["DeformConv"] = _deform_conv
+
+def _roi_align(x: Tensor, rois: Tensor, batch_indices: Tensor, coordinate_transformation_mode: str = "half_pixel", mode: str = "avg",
+               output_height: int = 1, output_width: int = 1, sampling_ratio: int = 0, spatial_scale: float = 1.0) -> Tensor:
+  """RoiAlign on the host (numpy), following the onnx reference (and onnxruntime's CPU kernel): bilinear samples averaged or maxed."""
+  X, R, bi = x.numpy().astype(np.float64), rois.numpy().astype(np.float64), batch_indices.numpy()
+  C, H, W = X.shape[1:]
+  out = np.zeros((R.shape[0], C, output_height, output_width))
+  off = 0.5 if coordinate_transformation_mode == "half_pixel" else 0.0
+  for n in range(R.shape[0]):
+    x1, y1, x2, y2 = R[n] * spatial_scale - off
+    rw, rh = (x2 - x1, y2 - y1) if off else (max(x2 - x1, 1.0), max(y2 - y1, 1.0))
+    bh, bw = rh / output_height, rw / output_width
+    gh = sampling_ratio if sampling_ratio > 0 else int(np.ceil(rh / output_height))
+    gw = sampling_ratio if sampling_ratio > 0 else int(np.ceil(rw / output_width))
+    cnt = max(gh * gw, 1)
+    img = X[int(bi[n])]
+    for ph in range(output_height):
+      for pw in range(output_width):
+        acc = np.zeros(C) if mode == "avg" else np.full(C, -np.inf)
+        for iy in range(gh):
+          yy = y1 + ph * bh + (iy + 0.5) * bh / gh
+          for ix in range(gw):
+            xx = x1 + pw * bw + (ix + 0.5) * bw / gw
+            if yy < -1.0 or yy > H or xx < -1.0 or xx > W:
+              v = np.zeros(C)
+              acc = acc + v if mode == "avg" else np.maximum(acc, v)
+              continue
+            yy_, xx_ = max(yy, 0.0), max(xx, 0.0)
+            yl, xl = int(yy_), int(xx_)
+            if yl >= H - 1: yh = yl = H - 1; yy_ = float(yl)  # noqa: E702
+            else: yh = yl + 1
+            if xl >= W - 1: xh = xl = W - 1; xx_ = float(xl)  # noqa: E702
+            else: xh = xl + 1
+            ly, lx = yy_ - yl, xx_ - xl
+            hy, hx = 1 - ly, 1 - lx
+            ws = (hy * hx, hy * lx, ly * hx, ly * lx)
+            vs = (img[:, yl, xl], img[:, yl, xh], img[:, yh, xl], img[:, yh, xh])
+            if mode == "avg": acc = acc + sum(w_ * v for w_, v in zip(ws, vs))
+            else: acc = np.maximum(acc, np.max(np.stack([w_ * v for w_, v in zip(ws, vs)]), 0))
+        out[n, :, ph, pw] = acc / cnt if mode == "avg" else acc
+  return Tensor(out.astype(x.numpy().dtype), device=x.device)
+OPS["RoiAlign"] = _roi_align
+
+# *** random ***
+
+def _rand_dtype(dtype: int | None, like: Tensor | None) -> DType: return onnx_dtype(dtype) if dtype is not None else like.dtype if like is not None else dtypes.float32
+def _seeded(seed: float | None) -> None:
+  if seed is not None: Tensor.manual_seed(int(seed))
+def _random_uniform(shape: Any = None, dtype: int | None = None, high: float = 1.0, low: float = 0.0, seed: float | None = None,
+                    like: Tensor | None = None) -> Tensor:
+  _seeded(seed)
+  return (Tensor.rand(*(shape if shape is not None else like.shape)) * (high - low) + low).cast(_rand_dtype(dtype, like))  # type: ignore[union-attr]
+def _random_normal(shape: Any = None, dtype: int | None = None, mean: float = 0.0, scale: float = 1.0, seed: float | None = None,
+                   like: Tensor | None = None) -> Tensor:
+  _seeded(seed)
+  return (Tensor.randn(*(shape if shape is not None else like.shape)) * scale + mean).cast(_rand_dtype(dtype, like))  # type: ignore[union-attr]
+OPS["RandomUniform"] = _random_uniform
+OPS["RandomNormal"] = _random_normal
+OPS["RandomUniformLike"] = lambda x, dtype=None, high=1.0, low=0.0, seed=None: _random_uniform(None, dtype, high, low, seed, x)
+OPS["RandomNormalLike"] = lambda x, dtype=None, mean=0.0, scale=1.0, seed=None: _random_normal(None, dtype, mean, scale, seed, x)
+def _bernoulli(x: Tensor, dtype: int | None = None, seed: float | None = None) -> Tensor:
+  _seeded(seed)
+  return (Tensor.rand(*x.shape) < x).cast(_rand_dtype(dtype, x))
+OPS["Bernoulli"] = _bernoulli
+def _multinomial(x: Tensor, dtype: int = 6, sample_size: int = 1, seed: float | None = None) -> Tensor:
+  _seeded(seed)
+  return x.softmax(-1).multinomial(sample_size, replacement=True).cast(onnx_dtype(dtype))
+OPS["Multinomial"] = _multinomial
+
+# *** newest ops ***
+
+def _swiglu(x: Tensor, alpha: float = 1.0, limit: float = 0.0, interleaved: int = 0) -> Tensor:
+  g, lin = (x[..., 0::2], x[..., 1::2]) if interleaved else x.chunk(2, dim=-1)
+  if limit: g, lin = g.minimum(limit), lin.clip(-limit, limit)
+  return (g * (g * alpha).sigmoid() * lin).cast(x.dtype)
+OPS["SwiGLU"] = _swiglu
+def _tensor_scatter(past_cache: Tensor, update: Tensor, write_indices: Tensor | None = None, axis: int = -2, mode: str = "linear") -> Tensor:
+  ax = _axis(axis, past_cache.ndim)
+  B, L, S = past_cache.shape[0], past_cache.shape[ax], update.shape[ax]
+  idx = write_indices.cast(dtypes.int32).reshape(B, *[1] * (past_cache.ndim - 1)) if write_indices is not None else \
+    Tensor.zeros(B, *[1] * (past_cache.ndim - 1), dtype=dtypes.int32)
+  pos = Tensor.arange(S).reshape(*[S if i == ax else 1 for i in range(past_cache.ndim)]) + idx
+  if mode == "circular": pos = pos % L
+  pos = pos.expand(update.shape)
+  return past_cache.scatter(ax, pos, update)
+OPS["TensorScatter"] = _tensor_scatter
+
+# *** ai.onnx.ml, training ***
+
+ML_OPS["Binarizer"] = lambda x, threshold=0.0: (x > threshold).cast(x.dtype)
+ML_OPS["ArrayFeatureExtractor"] = lambda x, y: x[..., y.reshape(-1).cast(dtypes.int32)]
+def _adagrad(R: Tensor, T: Tensor, *xs: Tensor, decay_factor: float = 0.0, epsilon: float = 0.0, norm_coefficient: float = 0.0) -> tuple[Tensor, ...]:
+  n = len(xs) // 3
+  r = R / (T.cast(R.dtype) * decay_factor + 1)
+  outs_x, outs_h = [], []
+  for X, G, H in zip(xs[:n], xs[n:2 * n], xs[2 * n:]):
+    g = norm_coefficient * X + G
+    h = H + g * g
+    outs_x.append(X - r * g / (h.sqrt() + epsilon))
+    outs_h.append(h)
+  return tuple(outs_x + outs_h)
+TRAINING_OPS["Adagrad"] = _adagrad
+def _momentum(R: Tensor, T: Tensor, *xs: Tensor, alpha: float, beta: float, mode: str, norm_coefficient: float) -> tuple[Tensor, ...]:
+  n = len(xs) // 3
+  outs_x, outs_v = [], []
+  for X, G, V in zip(xs[:n], xs[n:2 * n], xs[2 * n:]):
+    g = norm_coefficient * X + G
+    b = (T > 0).where(beta, 1).cast(X.dtype)
+    v = alpha * V + b * g
+    outs_x.append(X - R * (g + alpha * v) if mode == "nesterov" else X - R * v)
+    outs_v.append(v)
+  return tuple(outs_x + outs_v)
+TRAINING_OPS["Momentum"] = _momentum
+def _adam(R: Tensor, T: Tensor, *xs: Tensor, alpha: float = 0.9, beta: float = 0.999, epsilon: float = 0.0, norm_coefficient: float = 0.0,
+          norm_coefficient_post: float = 0.0) -> tuple[Tensor, ...]:
+  n = len(xs) // 4
+  ox, ov, oh = [], [], []
+  t = T.cast(dtypes.float32)
+  for X, G, V, H in zip(xs[:n], xs[n:2 * n], xs[2 * n:3 * n], xs[3 * n:]):
+    g = norm_coefficient * X + G
+    v = alpha * V + (1 - alpha) * g
+    h = beta * H + (1 - beta) * g * g
+    hs = h.sqrt() + epsilon
+    r = (T > 0).where(R * (1 - beta ** (t + 1)).sqrt() / (1 - alpha ** (t + 1)), R) if False else R * (1 - (t + 1).cast(dtypes.float32).mul(
+      math.log(beta)).exp()).sqrt() / (1 - (t + 1).mul(math.log(alpha)).exp())
+    x = X - r * v / hs
+    ox.append((1 - norm_coefficient_post) * x)
+    ov.append(v)
+    oh.append(h)
+  return tuple(ox + ov + oh)
+TRAINING_OPS["Adam"] = _adam

@@ -162,7 +162,7 @@ class OnnxRunner:
       dims = typ.tensor_type.shape.dim
       if len(dims) != t.ndim: raise OnnxInputError(f"input {name!r} must have rank {len(dims)} (shape {_shape_str(dims)}), got shape {t.shape}")
       for i, (d, s) in enumerate(zip(dims, t.shape)):
-        if d.HasField("dim_value") and d.dim_value != s:
+        if d.HasField("dim_value") and d.dim_value > 0 and d.dim_value != s:
           raise OnnxInputError(f"input {name!r} must have shape {_shape_str(dims)}: dim {i} is {s}, expected {d.dim_value}")
     if t.device != self.device: t = t.to(self.device)
     return t.realize()
