@@ -149,7 +149,11 @@ OPS["BitwiseOr"] = _binop(lambda a, b: a.bitwise_or(b))
 OPS["BitwiseXor"] = _binop(lambda a, b: a.bitwise_xor(b))
 OPS["BitShift"] = lambda x, y, direction: x.lshift(y) if direction == "LEFT" else x.rshift(y)
 def _mod(a: Tensor, b: Tensor, fmod: int = 0) -> Tensor:
-  if fmod or dtypes.is_float(a.dtype): return a.fmod(b) if dtypes.is_float(a.dtype) else (a - a.div(b, rounding_mode="trunc") * b).cast(a.dtype)
+  if fmod: return a.fmod(b) if dtypes.is_float(a.dtype) else (a - a.div(b, rounding_mode="trunc") * b).cast(a.dtype)
+  if dtypes.is_float(a.dtype):  # numpy's mod: the remainder takes the divisor's sign; x mod inf keeps x when the signs agree
+    r = a.fmod(b)
+    r = ((r != 0) & ((r < 0) != (b < 0))).where(r + b, r)
+    return (b.isinf() & ~a.isinf()).where(((a == 0) | ((a < 0) == (b < 0))).where(a, b), r).cast(a.dtype)
   return a.mod(b)
 OPS["Mod"] = _mod
 OPS["Where"] = lambda c, x, y: c.where(x, y).cast(x.dtype)
@@ -190,7 +194,7 @@ def _reduce(fn: Callable[[Tensor, list[int]], Tensor]) -> Op:
       axes = list(range(x.ndim))
     ax = _axes(axes, x.ndim)
     ret = fn(x, ax) if ax else x
-    return ret.reshape(*[1 if i in ax else s for i, s in enumerate(x.shape)]) if keepdims else ret.reshape(*[s for i, s in enumerate(x.shape) if i not in ax])
+    return ret.reshape(tuple(1 if i in ax else s for i, s in enumerate(x.shape)) if keepdims else tuple(s for i, s in enumerate(x.shape) if i not in ax))
   return op
 
 def _sum_keep(x: Tensor, ax: list[int]) -> Tensor: return x.sum(ax, dtype=x.dtype)
@@ -268,6 +272,7 @@ def _squeeze(x: Tensor, axes: Any = None) -> Tensor:
   return x.reshape([s for i, s in enumerate(x.shape) if i not in ax])
 OPS["Squeeze"] = _squeeze
 def _unsqueeze(x: Tensor, axes: Any) -> Tensor:
+  if not isinstance(axes, list): axes = [axes]
   n = x.ndim + len(axes)
   ax = _axes(axes, n)
   it = iter(x.shape)
@@ -434,8 +439,10 @@ def _depth_to_space(x: Tensor, blocksize: int, mode: str = "DCR") -> Tensor:
   if mode == "DCR": return x.reshape(b, blocksize, blocksize, c // blocksize ** 2, h, w).permute(0, 3, 4, 1, 5, 2).reshape(b, -1, h * blocksize, w * blocksize)
   return x.reshape(b, c // blocksize ** 2, blocksize, blocksize, h, w).permute(0, 1, 4, 2, 5, 3).reshape(b, -1, h * blocksize, w * blocksize)
 OPS["DepthToSpace"] = _depth_to_space
-def _space_to_depth(x: Tensor, blocksize: int) -> Tensor:
+def _space_to_depth(x: Tensor, blocksize: int, mode: str = "DCR") -> Tensor:
   b, c, h, w = x.shape
+  if mode == "CRD": return x.reshape(b, c, h // blocksize, blocksize, w // blocksize, blocksize).permute(0, 1, 3, 5, 2, 4).reshape(
+    b, -1, h // blocksize, w // blocksize)
   return x.reshape(b, c, h // blocksize, blocksize, w // blocksize, blocksize).permute(0, 3, 5, 1, 2, 4).reshape(b, -1, h // blocksize, w // blocksize)
 OPS["SpaceToDepth"] = _space_to_depth
 def _nonzero(x: Tensor) -> Tensor:
@@ -1018,44 +1025,51 @@ OPS["LSTM"], OPS["GRU"], OPS["RNN"] = _rnn_op("LSTM"), _rnn_op("GRU"), _rnn_op("
 
 def _attention(Q: Tensor, K: Tensor, V: Tensor, attn_mask: Tensor | None = None, past_key: Tensor | None = None, past_value: Tensor | None = None,
                nonpad_kv_seqlen: Tensor | None = None, is_causal: int = 0, kv_num_heads: int | None = None, q_num_heads: int | None = None,
-               qk_matmul_output_mode: int = 0, scale: float | None = None, softcap: float = 0.0, softmax_precision: int | None = None) -> tuple:
-  three_d = Q.ndim == 3
+               qk_matmul_output_mode: int = 0, scale: float | None = None, softcap: float = 0.0, softmax_precision: int | None = None,
+               left_window_size: int = -1, right_window_size: int = -1) -> tuple:
+  """Attention (opset 23+) following the onnx reference: bottom-right causal and window masks offset by the cache, fully masked rows give 0."""
+  three_d, out_dt = Q.ndim == 3, Q.dtype
+  if Q.dtype == dtypes.float16: Q, K, V = Q.float(), K.float(), V.float()  # like onnxruntime: fp16 attention accumulates in fp32
   if three_d:
     bs, sq = Q.shape[:2]
     Q = Q.reshape(bs, sq, q_num_heads, -1).transpose(1, 2)
     K = K.reshape(bs, K.shape[1], kv_num_heads, -1).transpose(1, 2)
     V = V.reshape(bs, V.shape[1], kv_num_heads, -1).transpose(1, 2)
-  if past_key is not None: K = past_key.cat(K, dim=2)
-  if past_value is not None: V = past_value.cat(V, dim=2)
-  present_k, present_v = K, V
+  if past_key is not None: K = past_key.cast(K.dtype).cat(K, dim=2)
+  if past_value is not None: V = past_value.cast(V.dtype).cat(V, dim=2)
+  present_k, present_v = K.cast(out_dt), V.cast(out_dt)
   qh, kvh = Q.shape[1], K.shape[1]
   if qh != kvh: K, V = K.repeat_interleave(qh // kvh, dim=1), V.repeat_interleave(qh // kvh, dim=1)
-  S, L = Q.shape[-2], K.shape[-2]
-  sc = scale if scale is not None else 1.0 / math.sqrt(Q.shape[-1])
-  cdt = Q.dtype if softmax_precision is None else onnx_dtype(softmax_precision)
-  qk = (Q @ K.transpose(-1, -2)) * sc
-  qk_out = qk
-  bias = Tensor.zeros(S, L, dtype=qk.dtype, device=Q.device)
+  S, L, dev = Q.shape[-2], K.shape[-2], Q.device
+  sc = math.sqrt(scale if scale is not None else 1.0 / math.sqrt(Q.shape[-1]))
+  qk = (Q * sc) @ (K * sc).transpose(-1, -2)
+  if softcap: qk = (qk / softcap).tanh() * softcap
+  ninf = Tensor(-math.inf, dtype=Q.dtype, device=dev)
+  bias = Tensor.zeros(S, L, dtype=Q.dtype, device=dev)
   if attn_mask is not None:
     m = attn_mask
     if m.shape[-1] < L: m = m.pad(tuple(None for _ in range(m.ndim - 1)) + ((0, L - m.shape[-1]),), value=False if m.dtype == dtypes.bool else -math.inf)
-    bias = bias + (m.where(0, -math.inf) if m.dtype == dtypes.bool else m.cast(qk.dtype))
-  if is_causal:
-    i = Tensor.arange(S, device=Q.device).reshape(S, 1)
-    j = Tensor.arange(L, device=Q.device).reshape(1, L)
-    bias = bias + (j > i + (L - S)).where(-math.inf, 0).cast(qk.dtype)
-  if nonpad_kv_seqlen is not None:
-    j = Tensor.arange(L, device=Q.device).reshape(1, 1, 1, L)
-    bias = bias + (j >= nonpad_kv_seqlen.reshape(-1, 1, 1, 1)).where(-math.inf, 0).cast(qk.dtype)
-  qk = qk + bias
-  if qk_matmul_output_mode == 1: qk_out = qk
-  if softcap: qk = (qk / softcap).tanh() * softcap
-  if qk_matmul_output_mode == 2: qk_out = qk
-  probs = qk.cast(cdt).softmax(-1).cast(Q.dtype)
+    bias = bias + (m.where(0, ninf) if m.dtype == dtypes.bool else m.cast(Q.dtype))
+  # offset of the causal/window frontier: the cache length, per batch for an external cache
+  offset: Tensor | int = past_key.shape[2] if past_key is not None else 0
+  if past_key is None and nonpad_kv_seqlen is not None: offset = (nonpad_kv_seqlen.cast(dtypes.int32) - S).reshape(-1, 1, 1, 1)
+  i = Tensor.arange(S, device=dev).reshape(S, 1) + offset
+  j = Tensor.arange(L, device=dev).reshape(1, L)
+  if is_causal: bias = bias + (j <= i).where(0, ninf)
+  if left_window_size >= 0: bias = bias + (i - j <= left_window_size).where(0, ninf)
+  if right_window_size >= 0: bias = bias + (j - i <= right_window_size).where(0, ninf)
+  if nonpad_kv_seqlen is not None: bias = bias + (j.reshape(1, 1, 1, L) < nonpad_kv_seqlen.cast(dtypes.int32).reshape(-1, 1, 1, 1)).where(0, ninf)
+  qk_out = qk if qk_matmul_output_mode != 2 else qk + bias
+  x = (qk + bias).cast(onnx_dtype(softmax_precision) if softmax_precision is not None else Q.dtype)
+  mx = x.max(-1, keepdim=True)
+  e = (x - mx.isinf().where(0, mx)).exp()
+  tot = e.sum(-1, keepdim=True)
+  probs = e / (tot == 0).where(1, tot)
+  probs = bias.max(-1, keepdim=True).isinf().where(0, probs)
   if qk_matmul_output_mode == 3: qk_out = probs
-  Y = probs @ V
+  Y = probs.cast(Q.dtype) @ V
   if three_d: Y = Y.transpose(1, 2).reshape(Y.shape[0], S, -1)
-  return Y.cast(Q.dtype), present_k, present_v, qk_out
+  return Y.cast(out_dt), present_k, present_v, qk_out.cast(out_dt)
 OPS["Attention"] = _attention
 
 def _rotary(X: Tensor, cos_cache: Tensor, sin_cache: Tensor, position_ids: Tensor | None = None, interleaved: int = 0, num_heads: int = 0,
@@ -1093,12 +1107,18 @@ def _saturate(y: Tensor, dt: DType) -> Tensor:
   if dtypes.is_int(dt): return y.clip(dtypes.min(dt), dtypes.max(dt)).cast(dt)
   return _cast(y, next(k for k, v in ONNX_DTYPES.items() if v == dt))
 
+def _ieee_div(a: Tensor, b: Tensor) -> Tensor:
+  """a / b rounded like IEEE division (Tensor division multiplies by the reciprocal): float32 goes through float64, so round-half-even
+  ties in quantization land where onnxruntime's land."""
+  if a.dtype == dtypes.float64: return a / b
+  return (a.cast(dtypes.float64) / b.cast(dtypes.float64)).cast(a.dtype)
+
 def _quantize(x: Tensor, y_scale: Tensor, y_zero_point: Tensor | None = None, axis: int = 1, block_size: int = 0, output_dtype: int = 0,
               saturate: int = 1, precision: int = 0) -> Tensor:
   dt = y_zero_point.dtype if y_zero_point is not None else onnx_dtype(output_dtype) if output_dtype else dtypes.uint8
   s, zp = _qparams(y_scale, y_zero_point, x, axis, block_size)
   cdt = dtypes.float32 if x.dtype != dtypes.float64 else dtypes.float64
-  y = x.cast(cdt) / s.cast(cdt)
+  y = _ieee_div(x.cast(cdt), s.cast(cdt))
   if dtypes.is_int(dt): y = y.round()
   if zp is not None: y = y + zp.cast(cdt)
   return _saturate(y, dt)
@@ -1113,8 +1133,8 @@ OPS["DequantizeLinear"] = _dequantize
 def _dyn_quantize(x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
   mx, mn = x.max().maximum(0), x.min().minimum(0)
   scale = (mx - mn) / 255
-  zp = (0 - mn / scale).round().clip(0, 255)
-  y = ((x / scale).round() + zp).clip(0, 255)
+  zp = (0 - _ieee_div(mn, scale)).round().clip(0, 255)
+  y = (_ieee_div(x, scale).round() + zp).clip(0, 255)
   return y.cast(dtypes.uint8), scale.cast(x.dtype), zp.cast(dtypes.uint8)
 OPS["DynamicQuantizeLinear"] = _dyn_quantize
 def _zp_sub(x: Tensor, zp: Tensor | None, row: bool) -> Tensor:

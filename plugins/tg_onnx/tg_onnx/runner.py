@@ -202,7 +202,9 @@ class OnnxRunner:
     ret = dict(zip(self.output_names, outs))
     for v in ret.values():
       if isinstance(v, Tensor): v.realize()
-      elif isinstance(v, list): Tensor.realize(*v) if v else None
+      elif isinstance(v, list):
+        for x in v:
+          if isinstance(x, Tensor): x.realize()
     return ret
 
   def _run_graph(self, graph: GraphProto, env: dict[str, Value], host: dict[str, np.ndarray], debug: bool = False) -> list[Value]:
