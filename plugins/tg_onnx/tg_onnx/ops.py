@@ -262,7 +262,7 @@ def _reshape(x: Tensor, shape: Any = None, allowzero: int = 0) -> Tensor:
   return x.reshape(new)
 OPS["Reshape"] = _reshape
 def _flatten(x: Tensor, axis: int = 1) -> Tensor:
-  ax = _axis(axis, x.ndim + 1) if axis != x.ndim else axis
+  ax = axis + x.ndim if axis < 0 else axis
   return x.reshape(int(np.prod(x.shape[:ax])), int(np.prod(x.shape[ax:])))
 OPS["Flatten"] = _flatten
 def _expand(x: Tensor, shape: Any) -> Tensor: return x.expand(_bcast_shapes(x.shape, tuple(int(s) for s in shape)))
@@ -327,8 +327,8 @@ OPS["Slice"] = {1: lambda x, starts, ends, axes=None: _slice(x, starts, ends, ax
 def _tile(x: Tensor, repeats: Any) -> Tensor: return x.repeat([int(r) for r in repeats]) if x.ndim else x
 OPS["Tile"] = _tile
 def _range(start: Tensor, limit: Tensor, delta: Tensor, ctx: Any) -> Tensor:
-  s, l, d = (ctx.host(i) for i in range(3))
-  return to_tensor(np.arange(s, l, d).astype(s.dtype), ctx.device)
+  s, l, d = (ctx.host(i).reshape(-1)[:1] for i in range(3))
+  return to_tensor(np.arange(s[0], l[0], d[0]).astype(s.dtype), ctx.device)
 register("Range", ctx=True)(_range)
 def _gather(x: Tensor, indices: Tensor, axis: int = 0) -> Tensor:
   ax = _axis(axis, x.ndim)
