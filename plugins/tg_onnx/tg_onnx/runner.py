@@ -20,6 +20,7 @@ from tg_onnx.errors import OnnxError, OnnxInputError, OnnxLoadError, OnnxNodeErr
 
 Value = Tensor | list | None
 HOST_MAX_ELEMS = 1024     # a value this small whose inputs are all host constants is folded on the host
+SPECIALIZE_MAX_ELEMS = 16  # integer inputs this small are host constants too (the runner specializes on their values)
 DOMAINS = {"": "ai.onnx", "ai.onnx": "ai.onnx", "ai.onnx.ml": "ai.onnx.ml", "ai.onnx.preview": "ai.onnx.preview",
            "ai.onnx.preview.training": "ai.onnx.preview.training"}
 NEWEST_OPSET = {"ai.onnx": onnx.defs.onnx_opset_version(), "ai.onnx.ml": onnx.defs.get_schema("LabelEncoder", domain="ai.onnx.ml").since_version,
@@ -104,6 +105,11 @@ class OnnxRunner:
   """`OnnxRunner(model_or_path)(inputs) -> outputs`: inputs are numpy arrays, Tensors or Python lists by graph input name;
   outputs are Tensors (lists of Tensors for sequences) by graph output name. `jit=False` turns off kernel replay."""
   def __init__(self, model: ModelProto | str | os.PathLike | bytes, device: str | None = None, jit: bool = True):
+    try: self._load(model, device, jit)
+    except OnnxError: raise
+    except Exception as e: raise OnnxLoadError(f"cannot load the model: {type(e).__name__}: {e}") from e
+
+  def _load(self, model: ModelProto | str | os.PathLike | bytes, device: str | None, jit: bool) -> None:
     self.model = load_model(model)
     self.device = Device.canonicalize(device) if device is not None else Device.DEFAULT
     self.jit = jit
@@ -180,13 +186,23 @@ class OnnxRunner:
 
   # *** running ***
   def __call__(self, inputs: dict[str, Any], debug: bool = False) -> dict[str, Value]:
+    try: return self._call(inputs, debug)
+    except OnnxError: raise
+    except RecursionError as e: raise OnnxLoadError(f"the model's graph nests too deeply to run: {e}") from e
+    except Exception as e:  # a failure outside any node (e.g. realizing the outputs): still a typed error naming the cause
+      raise OnnxNodeError(f"running the model failed: {type(e).__name__}: {e}") from e
+
+  def _call(self, inputs: dict[str, Any], debug: bool = False) -> dict[str, Value]:
     env = self._prepare(inputs)
-    sig = tuple((k, _signature(v)) for k, v in sorted(env.items()) if k not in self.initializers or k in inputs)
+    # small integer inputs (a sample rate, a step count) are specialized on: host constants, part of the signature
+    small = {k: to_numpy(v) for k, v in env.items() if k in inputs and isinstance(v, Tensor) and not dtypes.is_float(v.dtype) and _is_host_sized(v)
+             and v.numel() <= SPECIALIZE_MAX_ELEMS}
+    sig = tuple((k, _signature(v), small[k].tobytes() if k in small else None) for k, v in sorted(env.items()) if k not in self.initializers or k in inputs)
     if self.jit and sig in self._jits:
       outs = self._jits[sig](**{k: v for k, v in env.items() if isinstance(v, Tensor) and k not in self.initializers})
       return {k: v.clone().realize() if isinstance(v, Tensor) else v for k, v in outs.items()}
     first = sig not in self._folded
-    host = dict(self.host_initializers)
+    host = {**self.host_initializers, **small}
     if not first: host.update(self._folded[sig])
     reads = self._host_reads
     outs = self._run_main(env, host, debug)
@@ -213,9 +229,9 @@ class OnnxRunner:
         for o in node.output:
           if o: env[o] = self._const_tensor(host[o])
         continue
-      inputs = [env[n] if n else None for n in node.input]
       missing = [n for n in node.input if n and n not in env]
       if missing: raise OnnxLoadError(f"node {i} ({node.op_type} {node.name!r}) reads {missing}, which no node, input or initializer produces")
+      inputs = [env[n] if n else None for n in node.input]
       outs = self._run_node(node, inputs, env, host)
       if debug: print(f"{i:4d} {node.op_type:20s} {[getattr(o, 'shape', o) for o in outs]}")
       for name, out in zip(node.output, outs):
