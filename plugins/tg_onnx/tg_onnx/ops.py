@@ -114,7 +114,11 @@ OPS["HardSwish"] = lambda x: x * (x * (1 / 6) + 0.5).clip(0, 1)
 OPS["ThresholdedRelu"] = lambda x, alpha=1.0: (x > alpha).where(x, 0)
 OPS["Shrink"] = lambda x, bias=0.0, lambd=0.5: (x < -lambd).where(x + bias, (x > lambd).where(x - bias, 0)).cast(x.dtype)
 OPS["Swish"] = lambda x, alpha=1.0: x * (x * alpha).sigmoid()
-OPS["PRelu"] = lambda x, slope: (x < 0).where(x * slope, x)
+def _prelu(x: Tensor, slope: Tensor) -> Tensor:
+  if slope.ndim == 1 and x.ndim > 2 and slope.shape[0] == x.shape[1] and slope.shape[0] != x.shape[-1]:  # opset < 7: per channel
+    slope = slope.reshape(-1, *[1] * (x.ndim - 2))
+  return (x < 0).where(x * slope, x).cast(x.dtype)
+OPS["PRelu"] = _prelu
 OPS["IsInf"] = lambda x, detect_negative=1, detect_positive=1: x.isinf(bool(detect_positive), bool(detect_negative))
 OPS["Gelu"] = lambda x, approximate="none": x.gelu() if approximate == "tanh" else x * 0.5 * (1 + (x * (1 / math.sqrt(2))).erf())
 
@@ -172,6 +176,9 @@ OPS["Clip"] = _clip
 def _cast(x: Tensor, to: int, saturate: int = 1, round_mode: str = "up") -> Tensor:
   dt = onnx_dtype(to)
   if dt == x.dtype: return x
+  if dt in dtypes.fp8s and not saturate and dtypes.is_float(x.dtype):  # out of range: NaN for e4m3fn (no inf), inf for e5m2
+    over = 464.0 if dt == dtypes.fp8e4m3 else 61440.0
+    x = (x.abs() >= over).where(math.nan if dt == dtypes.fp8e4m3 else x.sign() * math.inf, x)
   if dt in dtypes.fp8s and saturate and dtypes.is_float(x.dtype):
     lim = 448.0 if dt == dtypes.fp8e4m3 else 57344.0
     x = x.isinf().where(x.sign() * lim, x.clip(-lim, lim)) if dt == dtypes.fp8e4m3 else (x.abs() < math.inf).where(x.clip(-lim, lim), x.clip(-lim, lim))
@@ -480,7 +487,8 @@ def _center_crop_pad(x: Tensor, shape: Any, axes: Any = None) -> Tensor:
   return x
 OPS["CenterCropPad"] = _center_crop_pad
 def _unique(x: Tensor, axis: int | None = None, sorted: int = 1) -> tuple[Tensor, ...]:  # noqa: A002
-  arr = x.numpy()
+  from tg_onnx.runner import to_numpy
+  arr = to_numpy(x)
   if axis is None:
     flat = arr.reshape(-1)
     y, idx, inv, cnt = np.unique(flat, return_index=True, return_inverse=True, return_counts=True)
@@ -533,14 +541,15 @@ def _conv_transpose(x: Tensor, w: Tensor, b: Tensor | None = None, auto_pad: str
   d = dilations or [1] * ns
   op = output_padding or [0] * ns
   in_sp = x.shape[2:]
-  if output_shape is not None or auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+  full_len = [st * (i - 1) + o + ((k - 1) * dd + 1) for st, i, o, k, dd in zip(s, in_sp, op, kernel, d)]
+  if pads is None and auto_pad in ("SAME_UPPER", "SAME_LOWER"):  # the onnx reference's split of the total padding
     out = output_shape[-ns:] if output_shape is not None else [i * st for i, st in zip(in_sp, s)]
-    total = [st * (i - 1) + o + ((k - 1) * dd + 1) - t for st, i, o, k, dd, t in zip(s, in_sp, op, kernel, d, out)]
+    total = [f - t for f, t in zip(full_len, out)]
     pb = [t // 2 if auto_pad == "SAME_UPPER" else t - t // 2 for t in total]
-    if auto_pad not in ("SAME_UPPER", "SAME_LOWER"): pb = [t // 2 for t in total]
-    pe = [t - b_ for t, b_ in zip(total, pb)]
-    p = pb + pe
-  else: p = list(pads) if pads is not None and auto_pad in ("NOTSET", "") else [0] * (2 * ns)
+    p = pb + [t - b_ for t, b_ in zip(total, pb)]
+  elif pads is None and output_shape is not None:  # explicit output shape, no pads: the result starts at 0 and is cut/padded at the end
+    p = [0] * ns + [f - t for f, t in zip(full_len, output_shape[-ns:])]
+  else: p = list(pads) if pads is not None else [0] * (2 * ns)
   # tg's conv_transpose2d takes symmetric-per-dim padding via flat pads; negative total pads grow the output
   pb, pe = p[:ns], p[ns:]
   ret = x.conv_transpose2d(w, None, groups=group, stride=tuple(s), dilation=tuple(d), padding=0, output_padding=0)
@@ -719,8 +728,11 @@ def _topk(x: Tensor, k: Any, axis: int = -1, largest: int = 1, sorted: int = 1) 
   kk = int(k[0] if isinstance(k, list) else k)
   ax = _axis(axis, x.ndim)
   # stable: among equal values the lower index comes first, like onnxruntime
-  arr = x.numpy()
-  idx = np.argsort(-arr if largest else arr, axis=ax, kind="stable") if arr.dtype != bool else np.argsort(~arr if largest else arr, axis=ax, kind="stable")
+  from tg_onnx.runner import to_numpy
+  arr = to_numpy(x)
+  key = arr.astype(np.uint8) if arr.dtype == bool else arr
+  if largest: key = (key.max() - key) if np.issubdtype(key.dtype, np.unsignedinteger) else -key.astype(np.float64 if key.dtype.itemsize < 8 else key.dtype)
+  idx = np.argsort(key, axis=ax, kind="stable")
   idx = np.take(idx, np.arange(kk), axis=ax)
   vals = np.take_along_axis(arr, idx, axis=ax)
   return to_tensor(np.ascontiguousarray(vals), x.device), to_tensor(idx.astype(np.int64), x.device)
@@ -1319,7 +1331,7 @@ def _dft_core(x: Tensor, ax: int, n: int, inverse: bool, onesided: bool) -> Tens
   C = Tensor(c.astype(np.float64 if fdt == dtypes.float64 else np.float32), device=x.device).cast(fdt)
   S = Tensor(s.astype(np.float64 if fdt == dtypes.float64 else np.float32), device=x.device).cast(fdt)
   xm = x.transpose(ax, -2)  # (..., 2, n) with the signal axis next to the complex one
-  re, im = xm[..., 0, :], xm[..., 1, :]
+  re, im = xm[..., 0], xm[..., 1]
   ore, oim = re @ C.T - im @ S.T, re @ S.T + im @ C.T
   if inverse: ore, oim = ore / n, oim / n
   out = Tensor.stack(ore, oim, dim=-1)  # (..., n_out, 2) with the signal axis at -2
@@ -1345,21 +1357,21 @@ def _stft(signal: Tensor, frame_step: Any, window: Tensor | None = None, frame_l
 OPS["STFT"] = _stft
 
 def _mel(num_mel_bins: Any, dft_length: Any, sample_rate: Any, lower_edge_hertz: Any, upper_edge_hertz: Any, output_datatype: int = 1) -> Tensor:
+  """The triangular mel filter bank, built on the host exactly as the onnx reference does."""
   nm, nd, sr = (int(np.asarray(v).reshape(-1)[0]) for v in (num_mel_bins, dft_length, sample_rate))
   lo, hi = (float(np.asarray(v).reshape(-1)[0]) for v in (lower_edge_hertz, upper_edge_hertz))
-  bins = nd // 2 + 1
-  low_mel, high_mel = 2595 * np.log10(1 + lo / 700), 2595 * np.log10(1 + hi / 700)
-  mel_step = (high_mel - low_mel) / (nm + 2)
-  points = np.array([low_mel + i * mel_step for i in range(nm + 2)])
-  hz = 700 * (10 ** (points / 2595) - 1)
-  fbin = ((nd + 1) * hz / sr).astype(np.int64)
-  out = np.zeros((bins, nm), dtype=np.float32)
+  low_mel, high_mel = 2595 * np.log1p(lo / 700) / np.log(10), 2595 * np.log1p(hi / 700) / np.log(10)
+  bins = np.arange(0, nm + 2) * ((high_mel - low_mel) / (nm + 2)) + low_mel
+  fb = (((nd + 1) * (700 * np.expm1(bins / 2595 * np.log(10)))) // sr).astype(int)
+  out = np.zeros((nd // 2 + 1, nm))
   for i in range(nm):
-    lo_b, c_b, hi_b = fbin[i], fbin[i + 1], fbin[i + 2]
-    low_len, up_len = c_b - lo_b + 1, hi_b - c_b + 1
-    for j in range(lo_b, c_b + 1): out[j, i] = (j - lo_b + 1) / low_len if low_len else 1
-    for j in range(c_b, hi_b + 1): out[j, i] = (hi_b - j + 1) / up_len if up_len else 1
-  return Tensor(out).cast(onnx_dtype(output_datatype))
+    lo_b, c_b, hi_b = fb[i], fb[i + 1], fb[i + 2]
+    if c_b == lo_b: out[c_b, i] = 1
+    else:
+      for j in range(lo_b, c_b + 1): out[j, i] = (j - lo_b) / (c_b - lo_b)
+    if hi_b > c_b:
+      for j in range(c_b, hi_b): out[j, i] = (hi_b - j) / (hi_b - c_b)
+  return Tensor(out.astype(np.float32)).cast(onnx_dtype(output_datatype))
 OPS["MelWeightMatrix"] = _mel
 
 def _col2im(x: Tensor, image_shape: Any, block_shape: Any, dilations: Any = None, pads: Any = None, strides: Any = None) -> Tensor:
@@ -1491,10 +1503,9 @@ OPS["Multinomial"] = _multinomial
 
 # *** newest ops ***
 
-def _swiglu(x: Tensor, alpha: float = 1.0, limit: float = 0.0, interleaved: int = 0) -> Tensor:
-  g, lin = (x[..., 0::2], x[..., 1::2]) if interleaved else x.chunk(2, dim=-1)
-  if limit: g, lin = g.minimum(limit), lin.clip(-limit, limit)
-  return (g * (g * alpha).sigmoid() * lin).cast(x.dtype)
+def _swiglu(a: Tensor, b: Tensor, alpha: float = 1.0) -> Tensor:
+  if a.shape != b.shape: raise OnnxNodeError(f"SwiGLU takes A and B of one shape (no broadcasting), got {a.shape} and {b.shape}")
+  return (a * (a * alpha).sigmoid().cast(a.dtype) * b).cast(a.dtype)
 OPS["SwiGLU"] = _swiglu
 def _tensor_scatter(past_cache: Tensor, update: Tensor, write_indices: Tensor | None = None, axis: int = -2, mode: str = "linear") -> Tensor:
   ax = _axis(axis, past_cache.ndim)
@@ -1551,3 +1562,42 @@ def _adam(R: Tensor, T: Tensor, *xs: Tensor, alpha: float = 0.9, beta: float = 0
     oh.append(h)
   return tuple(ox + ov + oh)
 TRAINING_OPS["Adam"] = _adam
+def _causal_conv_with_state(x: Tensor, weight: Tensor, bias: Tensor | None = None, past_state: Tensor | None = None, activation: str = "none",
+                            ndim: int | None = None) -> tuple[Tensor, Tensor]:
+  """Depthwise causal conv1d that carries the last k-1 inputs as state (opset 27)."""
+  if activation not in ("none", "silu", "swish"): raise OnnxUnsupportedOpError(f"CausalConvWithState activation {activation!r}")
+  bs, c, _ = x.shape
+  k = weight.shape[2]
+  pad = past_state if past_state is not None else Tensor.zeros(bs, c, k - 1, dtype=x.dtype, device=x.device)
+  padded = pad.cat(x, dim=2) if k > 1 else x
+  out = padded.conv2d(weight, bias, groups=c).cast(x.dtype)
+  if activation != "none": out = (out.float() * out.float().sigmoid()).cast(x.dtype)
+  state = padded.shrink((None, None, (padded.shape[2] - (k - 1), padded.shape[2])))
+  return out, state
+OPS["CausalConvWithState"] = _causal_conv_with_state
+
+def _linear_attention(query: Tensor, key: Tensor, value: Tensor, past_state: Tensor | None = None, decay: Tensor | None = None,
+                      beta: Tensor | None = None, chunk_size: int | None = None, kv_num_heads: int | None = None, q_num_heads: int | None = None,
+                      scale: float | None = None, update_rule: str = "gated_delta") -> tuple[Tensor, Tensor]:
+  """Recurrent linear attention (opset 27): a (d_k, d_v) state per head updated per step (linear, gated, delta, gated_delta), in fp32."""
+  if update_rule not in ("linear", "gated", "delta", "gated_delta"): raise OnnxUnsupportedOpError(f"LinearAttention update_rule {update_rule!r}")
+  if q_num_heads is None or kv_num_heads is None: raise OnnxNodeError("LinearAttention needs q_num_heads and kv_num_heads")
+  b, t, _ = query.shape
+  dk, dv, grp = query.shape[-1] // q_num_heads, value.shape[-1] // kv_num_heads, q_num_heads // kv_num_heads
+  def heads(x: Tensor, h: int) -> Tensor: return x.reshape(b, t, h, -1).transpose(1, 2).float()
+  q4, k4, v4 = heads(query, q_num_heads), heads(key, kv_num_heads), heads(value, kv_num_heads)
+  d4 = None if decay is None else (decay.reshape(b, t, kv_num_heads, 1).transpose(1, 2) if decay.shape[-1] == kv_num_heads else heads(decay, kv_num_heads)).float()
+  b4 = None if beta is None else beta.reshape(b, t, beta.shape[-1], 1).transpose(1, 2).float()
+  state = past_state.float() if past_state is not None else Tensor.zeros(b, kv_num_heads, dk, dv, device=query.device)
+  sc = scale if scale else 1.0 / math.sqrt(dk)
+  outs = []
+  for i in range(t):
+    qt, kt, vt = q4[:, :, i], k4[:, :, i], v4[:, :, i]
+    if update_rule in ("gated", "gated_delta"): state = state * d4[:, :, i].exp().unsqueeze(-1)  # type: ignore[index]
+    if update_rule in ("delta", "gated_delta"): vt = b4[:, :, i] * (vt - (state * kt.unsqueeze(-1)).sum(2))  # type: ignore[index]
+    state = state + kt.unsqueeze(-1) * vt.unsqueeze(-2)
+    read = state.repeat_interleave(grp, dim=1) if grp > 1 else state
+    outs.append((qt.unsqueeze(-1) * read).sum(2) * sc)
+  out = Tensor.stack(*outs, dim=2).transpose(1, 2).reshape(b, t, q_num_heads * dv)
+  return out.cast(query.dtype), state.cast(past_state.dtype if past_state is not None else query.dtype)
+OPS["LinearAttention"] = _linear_attention
