@@ -16,29 +16,36 @@ TESTS = os.path.join(os.path.dirname(__file__), "..", "plugins", "tg_onnx", "tes
 CATEGORIES = {"OnnxBackendNodeModelTest": "node", "OnnxBackendRealModelTest": "real", "OnnxBackendSimpleModelTest": "simple",
               "OnnxBackendPyTorchConvertedModelTest": "pytorch-converted", "OnnxBackendPyTorchOperatorModelTest": "pytorch-operator"}
 
+def read_report(xml: str) -> tuple[dict[str, collections.Counter], dict[str, set[str]]]:
+  counts: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
+  passed: dict[str, set[str]] = collections.defaultdict(set)
+  for case in ET.parse(xml).getroot().iter("testcase"):
+    if not case.get("name", "").endswith("_cpu"): continue
+    cat = CATEGORIES.get(case.get("classname", "").rsplit(".", 1)[-1], "other")
+    status = "failed" if case.find("failure") is not None or case.find("error") is not None else "skipped" if case.find("skipped") is not None else "passed"
+    counts[cat][status] += 1
+    if status == "passed": passed[cat].add(case.get("name", ""))
+  return counts, passed
+
 def run_suite(test_file: str, workers: str, env: dict[str, str]) -> tuple[dict[str, collections.Counter], dict[str, set[str]], float]:
   with tempfile.TemporaryDirectory() as d:
     xml = os.path.join(d, "report.xml")
     st = time.perf_counter()
     subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", workers, test_file, "-k", "_cpu", f"--junitxml={xml}"],
                    cwd=TESTS, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
-    wall = time.perf_counter() - st
-    counts: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
-    passed: dict[str, set[str]] = collections.defaultdict(set)
-    for case in ET.parse(xml).getroot().iter("testcase"):
-      cat = CATEGORIES.get(case.get("classname", "").rsplit(".", 1)[-1], "other")
-      status = "failed" if case.find("failure") is not None or case.find("error") is not None else "skipped" if case.find("skipped") is not None else "passed"
-      counts[cat][status] += 1
-      if status == "passed": passed[cat].add(case.get("name", ""))
-  return counts, passed, wall
+    return (*read_report(xml), time.perf_counter() - st)
 
 def main() -> None:
   ap = argparse.ArgumentParser()
   ap.add_argument("-n", default="2", help="pytest-xdist workers")
+  ap.add_argument("--from-xml", nargs=2, metavar=("TG_XML", "ORT_XML"), help="count existing JUnit reports instead of running the suites")
   args = ap.parse_args()
-  env = {**os.environ, "DEV": os.environ.get("DEV", "CPU")}
-  tg, tg_pass, tg_wall = run_suite("test_onnx_backend.py", args.n, env)
-  ort, ort_pass, ort_wall = run_suite("ort_backend_suite.py", args.n, env)
+  env = {**os.environ, "DEV": os.environ.get("DEV", "CPU"), "TG_ONNX_REAL_MODELS": "1"}
+  if args.from_xml:
+    (tg, tg_pass), (ort, ort_pass), tg_wall, ort_wall = read_report(args.from_xml[0]), read_report(args.from_xml[1]), 0.0, 0.0
+  else:
+    tg, tg_pass, tg_wall = run_suite("test_onnx_backend.py", args.n, env)
+    ort, ort_pass, ort_wall = run_suite("ort_backend_suite.py", args.n, env)
   print(f"{'category':18s} {'tg pass':>8s} {'tg fail':>8s} {'tg skip':>8s} {'ort pass':>9s} {'ort fail':>9s} {'ort pass, tg not':>17s}")
   for cat in CATEGORIES.values():
     t, o = tg[cat], ort[cat]
