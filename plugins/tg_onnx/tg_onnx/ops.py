@@ -630,7 +630,8 @@ def _max_unpool(x: Tensor, indices: Tensor, output_shape: Any = None, kernel_sha
   ns = len(kernel_shape)
   s = strides or [1] * ns
   p = pads or [0] * (2 * ns)
-  if output_shape is None: output_shape = [*x.shape[:2], *[(i - 1) * st - (p[j] + p[j + ns]) + k for j, (i, st, k) in enumerate(zip(x.shape[2:], s, kernel_shape))]]
+  if output_shape is None:
+    output_shape = [*x.shape[:2], *[(i - 1) * st - (p[j] + p[j + ns]) + k for j, (i, st, k) in enumerate(zip(x.shape[2:], s, kernel_shape))]]
   total = int(np.prod(output_shape))
   flat = indices.reshape(-1)
   oh = flat.reshape(-1, 1)._one_hot_along_dim(total, 1)
@@ -1245,12 +1246,7 @@ def _grid_sample(x: Tensor, grid: Tensor, align_corners: int = 0, mode: str = "l
       taps = [(f, 1 - (pos - f)), (f + 1, pos - f)]
     else:
       f = pos.floor()
-      t = pos - f
-      A = -0.75
-      def k(dd: Tensor) -> Tensor:
-        a = dd.abs()
-        return (a <= 1).where(((A + 2) * a - (A + 3)) * a * a + 1, (a < 2).where(((A * a - 5 * A) * a + 8 * A) * a - 4 * A, 0))
-      taps = [(f + j, k(t - j)) for j in (-1, 0, 1, 2)]
+      taps = [(f + j, _cubic_weight(pos - f - j)) for j in (-1, 0, 1, 2)]
     taps_per_dim.append((size, taps))
   xf = x.reshape(N, C, -1).cast(dtypes.float32)
   total: Tensor | None = None
@@ -1274,6 +1270,9 @@ def _grid_sample(x: Tensor, grid: Tensor, align_corners: int = 0, mode: str = "l
     total = contrib if total is None else total + contrib
   assert total is not None
   return total.reshape(N, C, *out_sp).cast(x.dtype)
+def _cubic_weight(d: Tensor, A: float = -0.75) -> Tensor:
+  a = d.abs()
+  return (a <= 1).where(((A + 2) * a - (A + 3)) * a * a + 1, (a < 2).where(((A * a - 5 * A) * a + 8 * A) * a - 4 * A, 0))
 def _reflect(pos: Tensor, size: int, align_corners: bool) -> Tensor:
   lo, hi = (0.0, size - 1.0) if align_corners else (-0.5, size - 0.5)
   span = hi - lo
@@ -1477,7 +1476,8 @@ OPS["RoiAlign"] = _roi_align
 
 # *** random ***
 
-def _rand_dtype(dtype: int | None, like: Tensor | None) -> DType: return onnx_dtype(dtype) if dtype is not None else like.dtype if like is not None else dtypes.float32
+def _rand_dtype(dtype: int | None, like: Tensor | None) -> DType:
+  return onnx_dtype(dtype) if dtype is not None else like.dtype if like is not None else dtypes.float32
 def _seeded(seed: float | None) -> None:
   if seed is not None: Tensor.manual_seed(int(seed))
 def _random_uniform(shape: Any = None, dtype: int | None = None, high: float = 1.0, low: float = 0.0, seed: float | None = None,
@@ -1586,7 +1586,8 @@ def _linear_attention(query: Tensor, key: Tensor, value: Tensor, past_state: Ten
   dk, dv, grp = query.shape[-1] // q_num_heads, value.shape[-1] // kv_num_heads, q_num_heads // kv_num_heads
   def heads(x: Tensor, h: int) -> Tensor: return x.reshape(b, t, h, -1).transpose(1, 2).float()
   q4, k4, v4 = heads(query, q_num_heads), heads(key, kv_num_heads), heads(value, kv_num_heads)
-  d4 = None if decay is None else (decay.reshape(b, t, kv_num_heads, 1).transpose(1, 2) if decay.shape[-1] == kv_num_heads else heads(decay, kv_num_heads)).float()
+  d4 = None if decay is None else \
+    (decay.reshape(b, t, kv_num_heads, 1).transpose(1, 2) if decay.shape[-1] == kv_num_heads else heads(decay, kv_num_heads)).float()
   b4 = None if beta is None else beta.reshape(b, t, beta.shape[-1], 1).transpose(1, 2).float()
   state = past_state.float() if past_state is not None else Tensor.zeros(b, kv_num_heads, dk, dv, device=query.device)
   sc = scale if scale else 1.0 / math.sqrt(dk)

@@ -181,7 +181,7 @@ class OnnxRunner:
     if missing: raise OnnxInputError(f"missing input(s) {missing}; the model's inputs are {list(self.inputs)}")
     env: dict[str, Value] = dict(self.initializers)
     for k, v in inputs.items(): env[k] = self._convert_input(k, v)
-    for k, t in self.inputs.items(): env.setdefault(k, None)
+    for k in self.inputs: env.setdefault(k, None)
     return env
 
   # *** running ***
