@@ -31,6 +31,7 @@ test: $(VENV)/.installed-test
 	SPEC=1 DEV=CPU $(BIN)/python -m pytest -n 2 --pyargs tg_core.testing --tg-device=CPU
 	SPEC=1 DEV=CPU $(BIN)/python -m pytest -n 2 plugins/tg_cpu_x86/tests $(OP_TESTS)
 	DEV=CPU $(BIN)/python -m pytest -n 2 plugins/tg_onnx/tests
+	DEV=PYTHON $(BIN)/python -m pytest -n 2 plugins/tg_onnx/tests/test_models.py
 	SPEC=1 DEV=PYTHON $(BIN)/python -m pytest -n 2 tests
 
 lint: $(VENV)/.installed-test
