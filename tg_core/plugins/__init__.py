@@ -12,6 +12,9 @@ A plugin is a distribution with an entry point in the group `tg_core.plugins` na
     @hookimpl
     def tg_devices(): return [DeviceSpec("AMD", "tg_amd.device:AMDDevice", priority=10, probe="tg_amd.probe:has_kfd")]
 """
+import os
+from typing import Any
+
 from tg_core.plugins.errors import (PluginConflictError, PluginError, PluginImportError, PluginIncompatibleError, PluginNotInstalledError,
                                     PluginValidationError)
 from tg_core.plugins.specs import TG_CORE_API, DeviceSpec, ImporterSpec, QuantFormatSpec, RendererSpec, hookimpl, hookspec, load_attr
@@ -22,6 +25,10 @@ def registry():  # type: ignore[no-untyped-def]
   r.ensure_loaded()
   return r
 
-__all__ = ["TG_CORE_API", "DeviceSpec", "RendererSpec", "ImporterSpec", "QuantFormatSpec", "hookimpl", "hookspec", "load_attr", "registry",
+def open_model(path: str | os.PathLike) -> Any:
+  """Open a model file with the importer plugin that claims it (suffix or magic): its factory, "module:function", is called as fn(path)."""
+  return load_attr(registry().importer_for(path).factory)(path)
+
+__all__ = ["open_model", "TG_CORE_API", "DeviceSpec", "RendererSpec", "ImporterSpec", "QuantFormatSpec", "hookimpl", "hookspec", "load_attr", "registry",
            "PluginError", "PluginNotInstalledError", "PluginIncompatibleError", "PluginImportError", "PluginConflictError",
            "PluginValidationError"]

@@ -172,6 +172,21 @@ class PluginRegistry:
     if fmt not in self.importers:
       raise _not_installed("format", fmt, KNOWN_FORMAT_PLUGINS, list(self.importers))
     return self.importers[fmt][0][0]
+  def importer_for(self, path: str | os.PathLike) -> ImporterSpec:
+    """The importer that claims a model file: by suffix first, then by the file's leading magic bytes."""
+    self.ensure_loaded()
+    specs = [s for claims in self.importers.values() for s, _ in claims]
+    name = os.fspath(path).lower()
+    for s in specs:
+      if any(name.endswith(suf.lower()) for suf in s.suffixes): return s
+    magics = [s for s in specs if s.magic]
+    if magics and os.path.isfile(path):
+      with open(path, "rb") as f: head = f.read(max(len(s.magic or b"") for s in magics))
+      for s in magics:
+        if s.magic and head.startswith(s.magic): return s
+    known = ", ".join(f"{s.format} ({', '.join(s.suffixes) or 'magic'})" for s in specs) or "(none)"
+    raise PluginNotInstalledError(f"no installed importer claims the model file {os.fspath(path)!r} (by suffix or magic bytes); installed importers: "
+                                  f"{known}. For ONNX install tg-onnx, for GGUF tg-gguf", os.path.splitext(name)[1] or name)
   def quant_format(self, name: str) -> QuantFormatSpec:
     self.ensure_loaded()
     if name not in self.quant_formats: raise _not_installed("quantization format", name, {}, list(self.quant_formats))

@@ -1,0 +1,73 @@
+"""OnnxRunner behaviour: typed errors naming the problem, host folding of shape chains, JIT replay, the importer entry point."""
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from models import MODELS
+
+from tg_core.plugins import open_model
+from tg_onnx import OnnxInputError, OnnxLoadError, OnnxOpsetError, OnnxRunner, OnnxUnsupportedOpError
+
+ort = pytest.importorskip("onnxruntime")
+
+def make(nodes: list, inputs: list, outputs: list, inits: list = (), opset: int = 17, domain: str = "") -> onnx.ModelProto:  # type: ignore[assignment]
+  g = helper.make_graph(nodes, "g", inputs, outputs, list(inits))
+  return helper.make_model(g, opset_imports=[helper.make_opsetid(domain, opset)])
+
+def reshape_model() -> onnx.ModelProto:
+  """y = Reshape(x, Concat(Shape(x)[0:1], [-1])) * 2: the new shape comes from a Shape chain, folded on the host."""
+  nodes = [helper.make_node("Shape", ["x"], ["s"]), helper.make_node("Slice", ["s", "zero", "one"], ["b"]),
+           helper.make_node("Concat", ["b", "minus1"], ["ns"], axis=0), helper.make_node("Reshape", ["x", "ns"], ["r"]),
+           helper.make_node("Mul", ["r", "two"], ["y"])]
+  inits = [numpy_helper.from_array(np.array([0], np.int64), "zero"), numpy_helper.from_array(np.array([1], np.int64), "one"),
+           numpy_helper.from_array(np.array([-1], np.int64), "minus1"), numpy_helper.from_array(np.array(2.0, np.float32), "two")]
+  return make(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 3, 4])], [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+              inits)
+
+def test_shape_chain_folds_on_host_and_jit_replays() -> None:
+  m = reshape_model()
+  runner, sess = OnnxRunner(m), ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+  rng = np.random.default_rng(0)
+  for n in (2, 2, 2, 2, 5, 5, 5):  # a new leading dim is a new signature: folded again, then replayed again
+    x = rng.standard_normal((n, 3, 4)).astype(np.float32)
+    np.testing.assert_allclose(runner({"x": x})["y"].numpy(), sess.run(None, {"x": x})[0], rtol=1e-6)
+  assert runner._host_reads == 0, "the Shape chain must fold on the host, not read back from the device"
+  assert len(runner._jits) == 2 and all(j.cnt >= 2 for j in runner._jits.values()), "repeated shapes must replay captured kernels"
+
+def test_silero_state_carried_through_jit_replay() -> None:
+  m = next(m for m in MODELS if m.name == "silero_vad")
+  runner, sess = OnnxRunner(m.path), ort.InferenceSession(str(m.path), providers=["CPUExecutionProvider"])
+  audio = np.random.default_rng(1).standard_normal(512 * 5).astype(np.float32) * 0.1
+  st_tg = st_ref = np.zeros((2, 1, 128), np.float32)
+  for i in range(5):
+    feed = {"input": audio[i * 512:(i + 1) * 512].reshape(1, 512), "sr": np.array(16000, np.int64)}
+    got, want = runner({**feed, "state": st_tg}), sess.run(None, {**feed, "state": st_ref})
+    np.testing.assert_allclose(got["output"].numpy(), want[0], rtol=1e-4, atol=1e-5)
+    st_tg, st_ref = got["stateN"].numpy(), want[1]
+  assert len(runner._jits) == 1, "the If on the sample rate is specialized on its value, so the model replays"
+
+def test_open_model_finds_the_onnx_importer() -> None:
+  assert isinstance(open_model(MODELS[0].path), OnnxRunner)
+
+def test_errors_name_the_problem(tmp_path) -> None:  # type: ignore[no-untyped-def]
+  m = reshape_model()
+  runner = OnnxRunner(m)
+  with pytest.raises(OnnxInputError, match=r"unknown input name\(s\) \['z'\].*\['x'\]"): runner({"z": np.zeros((2, 3, 4), np.float32)})
+  with pytest.raises(OnnxInputError, match=r"missing input\(s\) \['x'\]"): runner({})
+  with pytest.raises(OnnxInputError, match=r"input 'x' must have shape \(n, 3, 4\): dim 1 is 5"): runner({"x": np.zeros((2, 5, 4), np.float32)})
+  with pytest.raises(OnnxInputError, match=r"input 'x' must have rank 3"): runner({"x": np.zeros((2, 3), np.float32)})
+  with pytest.raises(OnnxInputError, match=r"input 'x' must have dtype FLOAT"): runner({"x": np.zeros((2, 3, 4), np.int32)})
+  data = m.SerializeToString()
+  with pytest.raises(OnnxLoadError, match="truncated"): OnnxRunner(data[:len(data) // 2])
+  (p := tmp_path / "bad.onnx").write_bytes(b"\xff\xff\xff not a model")
+  with pytest.raises(OnnxLoadError): OnnxRunner(p)
+  with pytest.raises(OnnxLoadError, match="does not exist"): OnnxRunner(tmp_path / "missing.onnx")
+  with pytest.raises(OnnxOpsetError, match=r"opset 99 of domain ai.onnx.*1 to \d+"):
+    OnnxRunner(make([helper.make_node("Relu", ["x"], ["y"])], [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                    [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])], opset=99))
+  bogus = make([helper.make_node("FancyOp", ["x"], ["y"], name="n1", domain="com.example")], [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+  bogus.opset_import.append(helper.make_opsetid("com.example", 3))
+  with pytest.raises(OnnxUnsupportedOpError, match=r"op FancyOp of domain com.example \(opset 3\) used by node 'n1'"):
+    OnnxRunner(bogus)({"x": np.zeros(2, np.float32)})
