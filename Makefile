@@ -13,8 +13,9 @@ $(VENV)/.installed-demo: pyproject.toml | $(BIN)/python
 	touch $@
 
 # the tests also need the references (torch CPU, safetensors, ...), the test tools and the plugins
-$(VENV)/.installed-test: pyproject.toml plugins/tg_cpu_x86/pyproject.toml | $(BIN)/python
+$(VENV)/.installed-test: pyproject.toml plugins/tg_cpu_x86/pyproject.toml plugins/tg_cuda/pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q -e ".[test,demo]" -e plugins/tg_cpu_x86
+	$(BIN)/pip install -q -e "plugins/tg_cuda[test]"
 	touch $@
 
 # the op-vs-torch suite that every compute device runs
@@ -29,6 +30,7 @@ test: $(VENV)/.installed-test
 	SPEC=1 DEV=PYTHON $(BIN)/python -m pytest -n 2 --pyargs tg_core.testing --tg-device=PYTHON --tg-strict-renderer
 	SPEC=1 DEV=CPU $(BIN)/python -m pytest -n 2 --pyargs tg_core.testing --tg-device=CPU --tg-strict-renderer
 	SPEC=1 DEV=CPU $(BIN)/python -m pytest -n 2 plugins/tg_cpu_x86/tests $(OP_TESTS)
+	$(BIN)/python -m pytest -n 2 plugins/tg_cuda/tests
 	SPEC=1 DEV=PYTHON $(BIN)/python -m pytest -n 2 tests
 
 lint: $(VENV)/.installed-test
@@ -38,6 +40,7 @@ bench: $(VENV)/.installed-test
 	$(BIN)/python bench/matmul_python.py
 	$(BIN)/python bench/cpu_matmul.py
 	$(BIN)/python bench/cpu_ops.py
+	$(BIN)/python bench/ptx_interp.py
 	$(BIN)/python bench/rewrite.py
 	$(BIN)/python bench/import_time.py
 
