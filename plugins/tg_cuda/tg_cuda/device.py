@@ -39,8 +39,8 @@ class CUDADevice(Compiled):
     self.iface = interface()
     try: self.drv = driver(self.iface)
     except DeviceUnavailableError as e:
-      raise DeviceUnavailableError(f"{device}: {e}. Install the NVIDIA driver (libcuda.so) or use DEV=MOCK+CUDA (PTX interpreter) or "
-                                   f"DEV=NULL:CUDA:sm_90 (compile only)") from e
+      raise DeviceUnavailableError(f"{device}: libcuda.so.1, the NVIDIA driver, cannot be loaded ({e.__cause__ or e}). Install the NVIDIA driver, "
+                                   f"or run without a GPU: DEV=MOCK+CUDA (the PTX interpreter) or DEV=NULL:CUDA:sm_90 (compile only)") from e
     if self.iface != "MOCK": type(self).unsupported = {}
     count = ctypes.c_int()
     check(self.drv, self.drv.cuDeviceGetCount(ctypes.byref(count)), "cuDeviceGetCount")

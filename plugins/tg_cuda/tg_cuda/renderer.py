@@ -204,7 +204,6 @@ def store_value(v: str, dt: DType) -> str:
 
 class CUDARenderer(Renderer):
   """CUDA C for NVRTC. The target arch (sm_XX) picks the NVRTC compiler's `--gpu-architecture`."""
-  device = "CUDA"
   # every storage dtype but fp8 (emulated by the core); scalar code; grid x up to 2^31-1 blocks, y/z 65535; 1024 threads per block;
   # EXP2/LOG2/SIN/SQRT by CUDA's accurate math library (not the .approx instructions)
   caps = RendererCaps(native_dtypes=frozenset(_STORAGE), vector_upcast=False, global_max=(2**31 - 1, 65535, 65535), local_max=(1024, 1024, 64),
