@@ -202,6 +202,19 @@ def store_value(v: str, dt: DType) -> str:
   s = _scalar(dt)
   return f"tg_f2h({v})" if s == dtypes.float16 else f"tg_f2bf({v})" if s == dtypes.bfloat16 else v
 
+def _contractible(uops: list[UOp]) -> set[UOp]:
+  """Float ADD(MUL, x) whose value is stored into a register accumulator (matmul, conv): rendered as one fma. It rounds once
+  where the reference rounds twice, which only reductions see, inside their tolerance (the CPU renderer does the same)."""
+  ret: set[UOp] = set()
+  for u in uops:
+    if u.op is not Ops.STORE or u.src[0].op is not Ops.INDEX or not _is_float(u.src[1].dtype): continue
+    buf = u.src[0].src[0]
+    while buf.op is Ops.AFTER: buf = buf.src[0]
+    if buf.op is not Ops.BUFFER or buf.arg.addrspace is not AddrSpace.REG: continue
+    v = u.src[1]
+    if v.op is Ops.ADD and any(s.op is Ops.MUL and s.dtype == v.dtype for s in v.src): ret.add(v)
+  return ret
+
 class CUDARenderer(Renderer):
   """CUDA C for NVRTC. The target arch (sm_XX) picks the NVRTC compiler's `--gpu-architecture`."""
   # every storage dtype but fp8 (emulated by the core); scalar code; grid x up to 2^31-1 blocks, y/z 65535; 1024 threads per block;
@@ -235,8 +248,8 @@ class _KernelWriter:
     self.n += 1
     return f"{prefix}{self.n}"
   def emit(self, line: str) -> None: self.lines.append("  " * self.depth + line)
-  def define(self, u: UOp, expr: str, prefix: str = "v") -> None:
-    name = self.var(prefix)
+  def define(self, u: UOp, expr: str, prefix: str = "v", name: str | None = None) -> None:
+    name = name or self.var(prefix)
     self.emit(f"const {ctype(u.dtype)} {name} = {expr};")
     self.r[u] = name
 
@@ -256,6 +269,7 @@ class _KernelWriter:
       self.r[v] = f"var{i}" if ctype(v.dtype) == "int" else f"(({ctype(v.dtype)})var{i})"
     block = math.prod(int(u.src[0].arg) for u in uops if u.op is Ops.SPECIAL and u.arg.startswith("lidx")) if has_local else FLAT_BLOCK
     self.has_local = has_local
+    self.contract = _contractible(uops)
     for u in uops: self.render_uop(u)
     body = [*self.top, *self.lines]
     return "\n".join([PRELUDE, f'extern "C" __global__ void __launch_bounds__({block}) {self.name}({", ".join(params)}) {{', *body, "}", ""])
@@ -284,13 +298,13 @@ class _KernelWriter:
       r[u] = cconst(u.arg, u.dtype)
       return
     if op is Ops.SPECIAL:
-      dim, size = int(u.arg[-1]), int(u.src[0].arg)
+      dim = int(u.arg[-1])
       xyz = "xyz"[dim]
       if u.arg.startswith("lidx"): expr = f"threadIdx.{xyz}"
       elif not self.has_local and dim == 0: expr = "(blockIdx.x * blockDim.x + threadIdx.x)"
       else: expr = f"blockIdx.{xyz}"
-      self.define(u, f"({ctype(u.dtype)}){expr}", prefix=u.arg)
-      if not self.has_local and u.arg == "gidx0": self.emit(f"if ({r[u]} >= {size}) return;")
+      self.define(u, f"({ctype(u.dtype)}){expr}", name=u.arg)  # SPECIAL names are unique in a kernel
+      if not self.has_local and u.arg == "gidx0": self.emit(f"if ({r[u]} >= {r[u.src[0]]}) return;")
       return
     if op is Ops.INDEX:
       if len(u.src) > 3: raise NotImplementedError("the CUDA renderer supports INDEX(buf, idx[, gate]) only")
@@ -322,6 +336,10 @@ class _KernelWriter:
       return
     if op is Ops.CAST: return self.define(u, render_cast(r[u.src[0]], u.src[0].dtype, u.dtype))
     if op is Ops.BITCAST: return self.define(u, render_bitcast(r[u.src[0]], u.src[0].dtype, u.dtype))
+    if op is Ops.ADD and u in self.contract:  # an accumulator update a*b + c: one fma (see _contractible)
+      m, c = (u.src[0], u.src[1]) if u.src[0].op is Ops.MUL else (u.src[1], u.src[0])
+      fma = "fma" if _scalar(u.dtype) == dtypes.float64 else "fmaf"
+      return self.define(u, _round(f"{fma}({r[m.src[0]]}, {r[m.src[1]]}, {r[c]})", u.dtype))
     if op in GroupOp.ALU: return self.define(u, render_alu(op, u.dtype, [r[s] for s in u.src], u.src[0].dtype))
     raise NotImplementedError(f"the CUDA renderer can't render {op}")
 
