@@ -117,3 +117,27 @@ def test_conformance_kernels_compile_for_arch(arch, tmp_path):
   ptx = [lib.decode() for key, lib in rows if f"-{arch}-" in key]
   assert len(ptx) >= 200, len(ptx)  # the kit compiles ~330 kernels
   assert all(f".target {arch}" in p and ".entry" in p for p in ptx)
+
+@needs_nvrtc
+@pytest.mark.parametrize("opts", [[("LOCAL", 0, 4)], [("LOCAL", 1, 2), ("UPCAST", 0, 2)], [("LOCAL", 0, 2), ("LOCAL", 1, 4)]], ids=str)
+def test_local_opts_launch_blocks(mock_cuda, opts):
+  """LOCAL opts make lidx dims: the kernel declares its block, the runtime launches global_size blocks of local_size threads."""
+  from tg_core.codegen import get_program
+  from tg_core.codegen.opt import Opt, OptOps
+  from tg_core.engine.realize import buffer_of
+  from tg_core.schedule import create_schedule
+  from tg_core.uop.ops import UOp
+  rng = np.random.default_rng(1)
+  a, b = rng.standard_normal((8, 12)).astype(np.float32), rng.standard_normal((12, 16)).astype(np.float32)
+  items, _ = create_schedule(UOp.sink((_t(a, mock_cuda) @ _t(b, mock_cuda)).uop))
+  dev = Device[mock_cuda]
+  p = get_program(items[-1].ast, dev.renderer, [Opt(getattr(OptOps, o), ax, n) for o, ax, n in opts])
+  assert p.local_size is not None and "threadIdx" in p.src and f"__launch_bounds__({int(np.prod(p.local_size))})" in p.src
+  from tg_core.engine.realize import run_schedule
+  run_schedule(items[:-1])  # the inputs' copies, if any
+  bufs = [buffer_of(x) for x in items[-1].bufs]
+  prg = dev.runtime(mock_cuda, p.name, dev.compiler.compile(p.src))
+  prg(*[x._buf for x in bufs], global_size=tuple(p.global_size), local_size=tuple(p.local_size))
+  out = memoryview(bytearray(8 * 16 * 4))
+  dev.allocator._copyout(out, bufs[0]._buf)
+  np.testing.assert_allclose(np.frombuffer(out, np.float32).reshape(8, 16), a @ b, rtol=1e-5, atol=1e-5)

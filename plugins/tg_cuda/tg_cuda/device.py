@@ -33,7 +33,7 @@ def probe() -> bool:
 class CUDADevice(Compiled):
   """CUDA, CUDA:1, ...: GPU n (modulo the GPUs present: CUDA:1 on a one-GPU machine is a second logical device on the same
   GPU, sharing its primary context, as CPU:1 is the same host)."""
-  unsupported = {"large_buffers": "MOCK+CUDA keeps device memory in host RAM and interprets kernels: a 1 GiB kernel is too slow"}
+  MOCK_UNSUPPORTED = {"large_buffers": "MOCK+CUDA keeps device memory in host RAM and interprets kernels: a 1 GiB kernel is too slow"}
 
   def __init__(self, device: str):
     self.iface = interface()
@@ -41,7 +41,7 @@ class CUDADevice(Compiled):
     except DeviceUnavailableError as e:
       raise DeviceUnavailableError(f"{device}: libcuda.so.1, the NVIDIA driver, cannot be loaded ({e.__cause__ or e}). Install the NVIDIA driver, "
                                    f"or run without a GPU: DEV=MOCK+CUDA (the PTX interpreter) or DEV=NULL:CUDA:sm_90 (compile only)") from e
-    if self.iface != "MOCK": type(self).unsupported = {}
+    self.unsupported = dict(self.MOCK_UNSUPPORTED) if self.iface == "MOCK" else {}  # type: ignore[misc]
     count = ctypes.c_int()
     check(self.drv, self.drv.cuDeviceGetCount(ctypes.byref(count)), "cuDeviceGetCount")
     if count.value < 1: raise DeviceUnavailableError(f"{device}: the CUDA driver reports no GPU")
