@@ -81,6 +81,7 @@ class CUDAAllocator(LRUAllocator[CUDABuffer]):
     if not isinstance(dev, CUDADevice): raise TypeError(f"a CUDA transfer needs CUDA devices, got {dev!r}")
     return dev
 
+CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES = 5, 6
 _MAXNTID = re.compile(r"\.maxntid\s+(\d+)\s*,\s*(\d+)\s*,\s*(\d+)")
 
 class CUDAProgram:
@@ -94,7 +95,13 @@ class CUDAProgram:
     self.module, self.fn = ctypes.c_void_p(), ctypes.c_void_p()
     image = lib if lib.endswith(b"\0") else lib + b"\0"
     self._image = ctypes.c_char_p(image)  # the driver may read it until the module is loaded
-    check(d.drv, d.drv.cuModuleLoadData(ctypes.byref(self.module), self._image), f"cuModuleLoadData({name})")
+    # the driver JIT-compiles the PTX for the GPU: its error log goes into the exception (e.g. a PTX ISA newer than the driver)
+    log = ctypes.create_string_buffer(8192)
+    opts = (ctypes.c_int * 2)(CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES)
+    vals = (ctypes.c_void_p * 2)(ctypes.addressof(log), len(log))
+    rc = d.drv.cuModuleLoadDataEx(ctypes.byref(self.module), self._image, ctypes.c_uint(2), opts, vals)
+    if rc != 0 and log.value: raise CUDAError(f"CUDA: cuModuleLoadDataEx({name}) failed ({rc}): {log.value.decode(errors='replace')}")
+    check(d.drv, rc, f"cuModuleLoadDataEx({name})")
     check(d.drv, d.drv.cuModuleGetFunction(ctypes.byref(self.fn), self.module, name.encode()), f"cuModuleGetFunction({name})")
     # a kernel without LOCAL dims declares its block size in __launch_bounds__ (see tg_cuda.renderer)
     text = image[:4096 * 16].decode(errors="replace")
