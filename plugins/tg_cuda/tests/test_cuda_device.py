@@ -106,7 +106,7 @@ def test_compile_error_shows_the_log():
 @needs_nvrtc
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
 def test_conformance_kernels_compile_for_arch(arch, tmp_path):
-  """DEV=NULL:CUDA:<arch> renders and NVRTC-compiles every kernel of the conformance kit without running it (NULL computes
+  """DEV=NULL:CUDA:<arch> renders and NVRTC-compiles (to a cubin) every kernel of the conformance kit without running it (NULL computes
   nothing, so the kit's value checks fail: every failure must be such an AssertionError, never a render or compile error)."""
   env = {**os.environ, "DEV": f"NULL:CUDA:{arch}", "TG_CACHE_DIR": str(tmp_path)}
   r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist", "--pyargs", "tg_core.testing",
@@ -114,9 +114,9 @@ def test_conformance_kernels_compile_for_arch(arch, tmp_path):
   errors = set(re.findall(r"^E\s+([A-Za-z_.]*(?:Error|Exception))\b", r.stdout, re.M))
   assert errors <= {"AssertionError"}, (errors, r.stdout[-5000:])
   with sqlite3.connect(tmp_path / "cache.db") as c: rows = c.execute("SELECT cachekey, lib FROM compile_v1").fetchall()
-  ptx = [lib.decode() for key, lib in rows if f"-{arch}-" in key]
-  assert len(ptx) >= 200, len(ptx)  # the kit compiles ~330 kernels
-  assert all(f".target {arch}" in p and ".entry" in p for p in ptx)
+  cubins = [lib for key, lib in rows if f"-{arch}-cubin-" in key]
+  assert len(cubins) >= 200, len(cubins)  # the kit compiles ~330 kernels: NVRTC made each a cubin for arch (its ptxas accepted the PTX)
+  assert all(c[:4] == b"\x7fELF" for c in cubins)
 
 @needs_nvrtc
 @pytest.mark.parametrize("opts", [[("LOCAL", 0, 4)], [("LOCAL", 1, 2), ("UPCAST", 0, 2)], [("LOCAL", 0, 2), ("LOCAL", 1, 4)]], ids=str)

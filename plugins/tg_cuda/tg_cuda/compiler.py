@@ -1,6 +1,7 @@
-"""CUDA C -> PTX with NVRTC through ctypes. libnvrtc comes from PyPI (`pip install tg-cuda[nvrtc]`, i.e. nvidia-cuda-nvrtc)
-or a CUDA toolkit; no header is needed (the renderer includes none). The output is PTX text for `compute_XX` of the
-target arch: the driver JIT-compiles it for the GPU (and MOCK+CUDA interprets it)."""
+"""CUDA C -> a cubin (or PTX) with NVRTC through ctypes. libnvrtc comes from PyPI (`pip install tg-cuda[nvrtc]`, i.e.
+nvidia-cuda-nvrtc) or a CUDA toolkit; no header is needed (the renderer includes none). GPUs and NULL:CUDA:sm_XX get a
+cubin for `sm_XX` (NVRTC runs ptxas itself, so the PTX it makes is checked for that arch, and the driver needs no PTX JIT
+that knows NVRTC's PTX ISA version); MOCK+CUDA gets PTX text for `compute_XX`, which the interpreter runs."""
 from __future__ import annotations
 import ctypes
 import functools
@@ -48,13 +49,14 @@ def _check(lib: ctypes.CDLL, rc: int, what: str) -> None:
     lib.nvrtcGetErrorString.restype = ctypes.c_char_p
     raise CUDACompileError(f"NVRTC {what} failed: {lib.nvrtcGetErrorString(rc).decode()} ({rc})")
 
-def compile_ptx(src: str, arch: str, name: str = "kernel.cu", flags: tuple[str, ...] = NVRTC_FLAGS) -> str:
-  """PTX for `arch` ("sm_80" -> compute_80; "sm_90a" -> compute_90a) from CUDA C `src`."""
+def compile_cuda(src: str, arch: str, cubin: bool = False, name: str = "kernel.cu", flags: tuple[str, ...] = NVRTC_FLAGS) -> bytes:
+  """A cubin for `arch` ("sm_90"; cubin=True) or PTX text for its virtual arch (compute_90) from CUDA C `src`."""
   lib = load_nvrtc()
   prog = ctypes.c_void_p()
   _check(lib, lib.nvrtcCreateProgram(ctypes.byref(prog), src.encode(), name.encode(), 0, None, None), "nvrtcCreateProgram")
   try:
-    opts = [f"--gpu-architecture=compute_{arch.removeprefix('sm_')}".encode(), *(f.encode() for f in flags)]
+    target = arch if cubin else f"compute_{arch.removeprefix('sm_')}"
+    opts = [f"--gpu-architecture={target}".encode(), *(f.encode() for f in flags)]
     rc = lib.nvrtcCompileProgram(prog, len(opts), (ctypes.c_char_p * len(opts))(*opts))
     n = ctypes.c_size_t()
     lib.nvrtcGetProgramLogSize(prog, ctypes.byref(n))
@@ -62,21 +64,26 @@ def compile_ptx(src: str, arch: str, name: str = "kernel.cu", flags: tuple[str, 
     lib.nvrtcGetProgramLog(prog, log)
     if rc != 0:
       numbered = "\n".join(f"{i + 1:4d} {ln}" for i, ln in enumerate(src.splitlines()))
-      raise CUDACompileError(f"NVRTC could not compile {name} for {arch}:\n{log.value.decode(errors='replace')}\n{numbered}")
-    _check(lib, lib.nvrtcGetPTXSize(prog, ctypes.byref(n)), "nvrtcGetPTXSize")
+      raise CUDACompileError(f"NVRTC could not compile {name} for {target}:\n{log.value.decode(errors='replace')}\n{numbered}")
+    kind = "CUBIN" if cubin else "PTX"
+    _check(lib, getattr(lib, f"nvrtcGet{kind}Size")(prog, ctypes.byref(n)), f"nvrtcGet{kind}Size")
     buf = ctypes.create_string_buffer(n.value)
-    _check(lib, lib.nvrtcGetPTX(prog, buf), "nvrtcGetPTX")
-    return buf.value.decode()
+    _check(lib, getattr(lib, f"nvrtcGet{kind}")(prog, buf), f"nvrtcGet{kind}")
+    return buf.raw if cubin else buf.value
   finally: lib.nvrtcDestroyProgram(ctypes.byref(prog))
 
+def compile_ptx(src: str, arch: str) -> str: return compile_cuda(src, arch).decode()
+
 class NVRTCCompiler(Compiler):
-  """CUDA C -> PTX (bytes, NUL-terminated as cuModuleLoadData wants) for one arch. libnvrtc loads on the first compile, so
-  a renderer exists (and NULL:CUDA fails with the install hint) without it."""
-  def __init__(self, arch: str):
-    self.arch = arch
+  """CUDA C -> a cubin for one arch, or (cubin=False) PTX bytes, NUL-terminated as cuModuleLoadData wants. libnvrtc loads
+  on the first compile, so a renderer exists (and a compile fails with the install hint) without it."""
+  def __init__(self, arch: str, cubin: bool = True):
+    self.arch, self.cubin = arch, cubin
     super().__init__(cachekey=None)
   def compile_cached(self, src: str) -> bytes:
-    if self.cachekey is None: self.cachekey = f"tg_cuda-nvrtc{nvrtc_version()}-{self.arch}-{'_'.join(NVRTC_FLAGS)}"
+    if self.cachekey is None: self.cachekey = f"tg_cuda-nvrtc{nvrtc_version()}-{self.arch}-{'cubin' if self.cubin else 'ptx'}-{'_'.join(NVRTC_FLAGS)}"
     return super().compile_cached(src)
-  def compile(self, src: str) -> bytes: return compile_ptx(src, self.arch).encode() + b"\0"
-  def disassemble(self, lib: bytes) -> str | None: return lib.rstrip(b"\0").decode()
+  def compile(self, src: str) -> bytes:
+    out = compile_cuda(src, self.arch, self.cubin)
+    return out if self.cubin else out + b"\0"
+  def disassemble(self, lib: bytes) -> str | None: return None if self.cubin else lib.rstrip(b"\0").decode()

@@ -57,7 +57,7 @@ class CUDADevice(Compiled):
     self.make_current()
     self.ev_start, self.ev_end = ctypes.c_void_p(), ctypes.c_void_p()
     for ev in (self.ev_start, self.ev_end): check(self.drv, self.drv.cuEventCreate(ctypes.byref(ev), 0), "cuEventCreate")
-    ren = CUDARenderer()
+    ren = CUDARenderer(cubin=self.iface != "MOCK")  # the interpreter runs PTX; a GPU gets a cubin made for it
     if self.arch not in ARCHS: raise DeviceUnavailableError(f"{device}: GPU arch {self.arch} is not one tg_cuda targets ({', '.join(ARCHS)})")
     ren.select_arch(self.arch)
     super().__init__(device, CUDAAllocator(self), [ren], None, CUDAProgram)

@@ -216,20 +216,21 @@ def _contractible(uops: list[UOp]) -> set[UOp]:
   return ret
 
 class CUDARenderer(Renderer):
-  """CUDA C for NVRTC. The target arch (sm_XX) picks the NVRTC compiler's `--gpu-architecture`."""
+  """CUDA C for NVRTC. The target arch (sm_XX) picks the NVRTC compiler's `--gpu-architecture` (see tg_cuda.compiler)."""
   # every storage dtype but fp8 (emulated by the core); scalar code; grid x up to 2^31-1 blocks, y/z 65535; 1024 threads per block;
   # EXP2/LOG2/SIN/SQRT by CUDA's accurate math library (not the .approx instructions)
   caps = RendererCaps(native_dtypes=frozenset(_STORAGE), vector_upcast=False, global_max=(2**31 - 1, 65535, 65535), local_max=(1024, 1024, 64),
                       shared_max=48 * 1024, archs=ARCHS, arch="sm_80")
 
-  def __init__(self) -> None:
+  def __init__(self, cubin: bool = True) -> None:
+    """cubin=False: the compiler makes PTX (for MOCK+CUDA's interpreter) instead of a cubin."""
     from tg_cuda.compiler import NVRTCCompiler
-    self._compiler_cls = NVRTCCompiler
-    self.compiler = NVRTCCompiler(self.caps.arch)
+    self._compiler_cls, self._cubin = NVRTCCompiler, cubin
+    self.compiler = NVRTCCompiler(self.caps.arch, cubin)
 
   def select_arch(self, arch: str) -> None:
     self.caps = dataclasses.replace(self.caps, arch=arch)
-    self.compiler = self._compiler_cls(arch)
+    self.compiler = self._compiler_cls(arch, self._cubin)
 
   def render(self, uops: list[UOp]) -> str: return _KernelWriter(uops).render()
 

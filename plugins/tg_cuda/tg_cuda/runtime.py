@@ -81,7 +81,7 @@ class CUDAAllocator(LRUAllocator[CUDABuffer]):
     if not isinstance(dev, CUDADevice): raise TypeError(f"a CUDA transfer needs CUDA devices, got {dev!r}")
     return dev
 
-CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES = 5, 6
+CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK = 5, 6, 0
 _MAXNTID = re.compile(r"\.maxntid\s+(\d+)\s*,\s*(\d+)\s*,\s*(\d+)")
 
 class CUDAProgram:
@@ -93,7 +93,7 @@ class CUDAProgram:
     d = self.dev
     d.make_current()
     self.module, self.fn = ctypes.c_void_p(), ctypes.c_void_p()
-    image = lib if lib.endswith(b"\0") else lib + b"\0"
+    image = lib if lib.startswith(b"\x7fELF") or lib.endswith(b"\0") else lib + b"\0"
     self._image = ctypes.c_char_p(image)  # the driver may read it until the module is loaded
     # the driver JIT-compiles the PTX for the GPU: its error log goes into the exception (e.g. a PTX ISA newer than the driver)
     log = ctypes.create_string_buffer(8192)
@@ -103,11 +103,17 @@ class CUDAProgram:
     if rc != 0 and log.value: raise CUDAError(f"CUDA: cuModuleLoadDataEx({name}) failed ({rc}): {log.value.decode(errors='replace')}")
     check(d.drv, rc, f"cuModuleLoadDataEx({name})")
     check(d.drv, d.drv.cuModuleGetFunction(ctypes.byref(self.fn), self.module, name.encode()), f"cuModuleGetFunction({name})")
-    # a kernel without LOCAL dims declares its block size in __launch_bounds__ (see tg_cuda.renderer)
-    text = image[:4096 * 16].decode(errors="replace")
-    m = re.search(rf"\.entry\s+{re.escape(name)}\b.*?\{{", text, re.S)
-    mm = _MAXNTID.search(m.group(0)) if m else None
-    self.flat_block = int(mm.group(1)) if mm else 1
+    # a kernel without LOCAL dims declares its block size in __launch_bounds__ (see tg_cuda.renderer): .maxntid in PTX, the
+    # function's max threads per block in a cubin
+    if lib.startswith(b"\x7fELF"):
+      n = ctypes.c_int()
+      check(d.drv, d.drv.cuFuncGetAttribute(ctypes.byref(n), CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, self.fn), "cuFuncGetAttribute")
+      self.flat_block = n.value
+    else:
+      text = image[:4096 * 16].decode(errors="replace")
+      m = re.search(rf"\.entry\s+{re.escape(name)}\b.*?\{{", text, re.S)
+      mm = _MAXNTID.search(m.group(0)) if m else None
+      self.flat_block = int(mm.group(1)) if mm else 1
 
   def launch_dims(self, global_size: tuple[int, ...], local_size: tuple[int, ...]) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
     g = (tuple(global_size) + (1, 1, 1))[:3]
