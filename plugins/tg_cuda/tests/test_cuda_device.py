@@ -141,3 +141,14 @@ def test_local_opts_launch_blocks(mock_cuda, opts):
   out = memoryview(bytearray(8 * 16 * 4))
   dev.allocator._copyout(out, bufs[0]._buf)
   np.testing.assert_allclose(np.frombuffer(out, np.float32).reshape(8, 16), a @ b, rtol=1e-5, atol=1e-5)
+
+@needs_nvrtc
+def test_kernel_with_an_unused_buffer_slot(mock_cuda):
+  """cat's backward slices one input's gradient out of the output's: that kernel leaves a buffer slot unused, and the
+  runtime still passes every buffer by slot (a regression: the later slots shifted onto the wrong buffers)."""
+  a, b = np.arange(6, dtype=np.float32).reshape(2, 3), np.arange(12, dtype=np.float32).reshape(4, 3)
+  ta, tb = Tensor(a, device=mock_cuda, requires_grad=True), Tensor(b, device=mock_cuda, requires_grad=True)
+  w = np.arange(18, dtype=np.float32).reshape(6, 3)
+  (ta.cat(tb) * Tensor(w, device=mock_cuda)).sum().backward()
+  np.testing.assert_array_equal(ta.grad.numpy(), w[:2])
+  np.testing.assert_array_equal(tb.grad.numpy(), w[2:])

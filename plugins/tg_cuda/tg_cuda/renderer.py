@@ -6,7 +6,8 @@ results are bit-identical to it; the conversions are single PTX `cvt`s (inline a
 division by zero, INT_MIN / -1, shifts by the width or more and float -> int conversions of NaN/inf/out-of-range values
 give the reference's values instead of C's undefined behaviour; float MAX propagates NaN like numpy.maximum.
 
-Launch contract with `tg_cuda.runtime`: gidx<i> / lidx<i> are grid / block dim i (x, y, z). A kernel without lidx
+Launch contract with `tg_cuda.runtime`: the parameters are the variables (int32) then a pointer per buffer slot;
+gidx<i> / lidx<i> are grid / block dim i (x, y, z). A kernel without lidx
 computes gidx0 from blockIdx.x * blockDim.x + threadIdx.x with a bounds guard and declares `__launch_bounds__(FLAT_BLOCK)`:
 the runtime reads `.maxntid` from the PTX and launches blocks of that many threads (kernels with lidx declare their block)."""
 from __future__ import annotations
@@ -260,14 +261,20 @@ class _KernelWriter:
     var_uops = sorted([u for u in uops if u.op is Ops.PARAM and u.arg.addrspace is AddrSpace.ALU], key=lambda v: v.arg.name)
     has_local = any(u.op is Ops.SPECIAL and u.arg.startswith("lidx") for u in uops)
     written = {self._root(u.src[0].src[0]) for u in uops if u.op is Ops.STORE and u.src[0].op is Ops.INDEX}
+    # the variables first (int32 each, sorted by name), then one pointer per buffer slot up to the last one used (the runtime
+    # passes every buffer of the kernel by slot; one the kernel doesn't use is a void*), so trailing unused buffers are harmless
     params = []
-    for slot, p in bufs:
+    for i, v in enumerate(var_uops):
+      params.append(f"const int var{i}")
+      self.r[v] = f"var{i}" if ctype(v.dtype) == "int" else f"(({ctype(v.dtype)})var{i})"
+    by_slot = dict(bufs)
+    for slot in range(max(by_slot) + 1 if by_slot else 0):
+      if (p := by_slot.get(slot)) is None:
+        params.append(f"const void* __restrict__ unused{slot}")
+        continue
       const = "" if p in written else "const "
       params.append(f"{const}{storage_type(p.dtype)}* __restrict__ data{slot}")
       self.r[p] = f"data{slot}"
-    for i, v in enumerate(var_uops):
-      params.append(f"const int var{i}")  # the runtime passes every variable as int32
-      self.r[v] = f"var{i}" if ctype(v.dtype) == "int" else f"(({ctype(v.dtype)})var{i})"
     block = math.prod(int(u.src[0].arg) for u in uops if u.op is Ops.SPECIAL and u.arg.startswith("lidx")) if has_local else FLAT_BLOCK
     self.has_local = has_local
     self.contract = _contractible(uops)
@@ -353,10 +360,13 @@ class _KernelWriter:
   def render_load(self, u: UOp) -> None:
     idx = u.src[0]
     gates = [g for g in (self._gate(idx), self.r[u.src[2]] if len(u.src) == 3 else None) if g is not None]
-    val = self.r[idx] if self._is_reg(idx) else load_value(self.r[idx], u.dtype)
-    if not gates: return self.define(u, val)
+    if not gates: return self.define(u, self.r[idx] if self._is_reg(idx) else load_value(self.r[idx], u.dtype))
+    # NVRTC may turn `g ? p[i] : 0` into an unconditional load and a select: a masked-off index becomes 0, always in bounds
+    gate = " && ".join(gates)
+    addr = f"{self.r[idx.src[0]]}[{gate} ? {self.r[idx.src[1]]} : 0]"
+    val = addr if self._is_reg(idx) else load_value(addr, u.dtype)
     other = self.r[u.src[1]] if len(u.src) == 3 else cconst(0, u.dtype)
-    self.define(u, f"({' && '.join(gates)} ? {val} : {other})")  # the conditional never reads a masked-off address
+    self.define(u, f"({gate} ? {val} : {other})")
 
   def render_store(self, u: UOp) -> None:
     idx = u.src[0]

@@ -45,7 +45,7 @@ class CUDAAllocator(LRUAllocator[CUDABuffer]):
     d = self.cdev
     d.make_current()
     ptr = ctypes.c_uint64()
-    rc = d.drv.cuMemAlloc_v2(ctypes.byref(ptr), ctypes.c_size_t(max(size, 1)))
+    rc = d.drv.cuMemAlloc_v2(ctypes.byref(ptr), ctypes.c_size_t(max(size, 16)))  # a gated load reads element 0 of even an empty buffer
     if rc == 2: raise MemoryError(f"{d.device}: out of device memory allocating {size} bytes")
     check(d.drv, rc, f"cuMemAlloc({size})")
     return CUDABuffer(ptr.value, size)
@@ -127,7 +127,7 @@ class CUDAProgram:
                vals: tuple[int, ...] = (), wait: bool = False) -> float | None:
     d = self.dev
     d.make_current()
-    args = [ctypes.c_uint64(b.ptr) for b in bufs] + [ctypes.c_int32(v) for v in vals]
+    args = [ctypes.c_int32(v) for v in vals] + [ctypes.c_uint64(b.ptr) for b in bufs]  # the renderer's order (tg_cuda.renderer)
     params = (ctypes.c_void_p * max(len(args), 1))(*[ctypes.addressof(a) for a in args])
     grid, block = self.launch_dims(global_size, local_size)
     if wait: check(d.drv, d.drv.cuEventRecord(d.ev_start, None), "cuEventRecord")
