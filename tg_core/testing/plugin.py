@@ -14,6 +14,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def tg_device(request: pytest.FixtureRequest) -> str:
   from tg_core.device import Device
   name = request.config.getoption("--tg-device") or Device.DEFAULT
+  if "+" in name:  # an interface (--tg-device=MOCK+CUDA) is part of DEV: the device reads it from there, subprocesses inherit it
+    from tg_core.dev.target import parse_dev
+    from tg_core.helpers import DEV
+    os.environ["DEV"] = DEV.value = name
+    name = parse_dev(name).device
   dev = Device[name]  # opening it must work: an unusable device fails the whole kit loudly
   if request.config.getoption("--tg-strict-renderer"):
     from tg_core.testing.strict import StrictRenderer

@@ -1280,6 +1280,25 @@ def _b_testp(c: _Ctx) -> Callable:
   return lambda st, m: w(st, f(ra(st)), m)
 
 
+def _b_shf(c: _Ctx) -> Callable:
+  """shf.{l,r}.{wrap,clamp}.b32 d, a, b, n: the 64-bit value {b:a} (b the high word) shifted by n, its high word (l) or low word (r)."""
+  ins = c.ins
+  mods = set(ins.mods)
+  if not ({"l", "r"} & mods and {"wrap", "clamp"} & mods and "b32" in mods) or not mods <= {"l", "r", "wrap", "clamp", "b32"}:
+    raise c.unsupported(f"shf form .{'.'.join(ins.mods)} (supported: shf.{{l,r}}.{{wrap,clamp}}.b32)")
+  ra, rb, rn = (c.rd(ins.operands[i], "b32") for i in (1, 2, 3))
+  w, left, wrap = c.wr(ins.operands[0], "b32"), "l" in mods, "wrap" in mods
+
+  def run(st: State, m) -> None:
+    a, b = np.asarray(ra(st)).astype(np.uint64), np.asarray(rb(st)).astype(np.uint64)
+    n = np.asarray(rn(st)).astype(np.uint64)
+    n = n & np.uint64(31) if wrap else np.minimum(n, np.uint64(32))
+    v = (b << np.uint64(32)) | a
+    r = ((v << n) >> np.uint64(32)) if left else (v >> n)
+    w(st, (r & np.uint64(0xFFFFFFFF)).astype(np.uint32), m)
+  return run
+
+
 def _b_nop(c: _Ctx) -> Callable:
   return lambda st, m: None
 
@@ -1290,7 +1309,7 @@ BUILDERS: dict[str, Callable[[_Ctx], Callable]] = {
   "fma": _b_fma, "mad": _b_fma, "setp": _b_setp, "selp": _b_selp, "slct": _b_selp, "mov": _b_mov, "cvt": _b_cvt, "cvta": _b_cvta,
   "ld": _b_ld, "ldu": _b_ld, "st": _b_st, "atom": _b_atom, "red": _b_atom, "addc": _b_carry, "subc": _b_carry, "madc": _b_carry, "cp": _b_cp,
   "mma": _b_mma, "ldmatrix": _b_ldmatrix, "shfl": _b_shfl, "redux": _b_redux, "activemask": _b_activemask, "vote": _b_vote,
-  "bfe": _b_bfe, "bfi": _b_bfe, "prmt": _b_prmt, "testp": _b_testp, "membar": _b_nop, "fence": _b_nop,
+  "bfe": _b_bfe, "bfi": _b_bfe, "prmt": _b_prmt, "testp": _b_testp, "shf": _b_shf, "membar": _b_nop, "fence": _b_nop,
 }
 
 

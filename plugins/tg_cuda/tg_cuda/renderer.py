@@ -1,0 +1,379 @@
+"""CUDA C from tg's linear program (see tg_core/runtime/ops_python.py for the semantics of every op), compiled by NVRTC.
+
+Values are `const` locals, one per uop; loops are `for`, IF is `if`. float16 and bfloat16 live in memory as their 16 bits
+and in registers as float32 values that every ALU op rounds back to their precision (what the PYTHON reference does), so
+results are bit-identical to it; the conversions are single PTX `cvt`s (inline asm), so no CUDA header is needed. Integer
+division by zero, INT_MIN / -1, shifts by the width or more and float -> int conversions of NaN/inf/out-of-range values
+give the reference's values instead of C's undefined behaviour; float MAX propagates NaN like numpy.maximum.
+
+Launch contract with `tg_cuda.runtime`: the parameters are the variables (int32) then a pointer per buffer slot;
+gidx<i> / lidx<i> are grid / block dim i (x, y, z). A kernel without lidx
+computes gidx0 from blockIdx.x * blockDim.x + threadIdx.x with a bounds guard and declares `__launch_bounds__(FLAT_BLOCK)`:
+the runtime reads `.maxntid` from the PTX and launches blocks of that many threads (kernels with lidx declare their block)."""
+from __future__ import annotations
+import dataclasses
+import math
+from typing import Any, Callable
+
+import numpy as np
+
+from tg_core.device import Renderer, RendererCaps
+from tg_core.dtype import AddrSpace, DType, dtypes
+from tg_core.uop import GroupOp, Ops
+from tg_core.uop.ops import UOp
+
+FLAT_BLOCK = 128   # threads per block of a kernel without LOCAL dims
+ARCHS = ("sm_75", "sm_80", "sm_86", "sm_87", "sm_89", "sm_90", "sm_90a", "sm_100", "sm_100a", "sm_101", "sm_103", "sm_110", "sm_120", "sm_121")
+
+# the C type of each dtype in memory (storage) and in registers (compute: half/bfloat16 compute as float)
+_STORAGE = {dtypes.bool: "bool", dtypes.int8: "signed char", dtypes.uint8: "unsigned char", dtypes.int16: "short", dtypes.uint16: "unsigned short",
+            dtypes.int32: "int", dtypes.uint32: "unsigned int", dtypes.int64: "long long", dtypes.uint64: "unsigned long long",
+            dtypes.float16: "unsigned short", dtypes.bfloat16: "unsigned short", dtypes.float32: "float", dtypes.float64: "double"}
+_UNSIGNED_OF = {"signed char": "unsigned char", "short": "unsigned short", "int": "unsigned int", "long long": "unsigned long long"}
+_SMALL_FLOATS = (dtypes.float16, dtypes.bfloat16)
+
+def _scalar(dt: DType) -> DType:
+  s = dt.scalar()
+  return dtypes.float64 if s == dtypes.weakfloat else dtypes.int64 if s == dtypes.weakint else s
+
+def ctype(dt: DType) -> str:
+  """The register (compute) type of a scalar dtype."""
+  s = _scalar(dt)
+  if dt.count != 1: raise NotImplementedError(f"the CUDA renderer has no vector types (caps.vector_upcast is off), got {dt}")
+  if s in _SMALL_FLOATS: return "float"
+  if s not in _STORAGE: raise NotImplementedError(f"the CUDA renderer has no type for {dt} (it is emulated by the core, see caps.native_dtypes)")
+  return _STORAGE[s]
+
+def storage_type(dt: DType) -> str:
+  s = _scalar(dt)
+  if s not in _STORAGE: raise NotImplementedError(f"the CUDA renderer has no storage type for {dt}")
+  return _STORAGE[s]
+
+def _is_float(dt: DType) -> bool: return dtypes.is_float(_scalar(dt))
+def _is_unsigned(dt: DType) -> bool: return _scalar(dt) == dtypes.bool or dtypes.is_unsigned(_scalar(dt))
+def _bits(dt: DType) -> int: return 1 if _scalar(dt) == dtypes.bool else _scalar(dt).itemsize * 8
+
+def _f32_lit(v: float) -> str:
+  if math.isnan(v): return "__int_as_float(0x7fc00000)"
+  if math.isinf(v): return f"__int_as_float({'0xff800000' if v < 0 else '0x7f800000'})"
+  return f"{float(np.float32(v)).hex()}f"
+
+def _f64_lit(v: float) -> str:
+  if math.isnan(v): return "__longlong_as_double(0x7ff8000000000000LL)"
+  if math.isinf(v): return f"__longlong_as_double({'0xfff0000000000000LL' if v < 0 else '0x7ff0000000000000LL'})"
+  return float(v).hex()
+
+def cconst(v: Any, dt: DType) -> str:
+  """A constant in the register type of `dt`, with the reference's value (float16: rounded to half; bfloat16: a float32)."""
+  s = _scalar(dt)
+  if s == dtypes.bool: return "true" if v else "false"
+  if s == dtypes.float64: return _f64_lit(float(v))
+  if s == dtypes.float32 or s == dtypes.bfloat16: return _f32_lit(float(v))
+  if s == dtypes.float16: return _f32_lit(float(np.float16(float(v))))
+  b, iv = _bits(s), int(v) & ((1 << _bits(s)) - 1)
+  if _is_unsigned(s): return f"{iv}ull" if b == 64 else f"{iv}u"
+  iv = iv - (1 << b) if iv >= 1 << (b - 1) else iv
+  if b == 64: return f"({iv}ll)" if iv != -(1 << 63) else "(-9223372036854775807ll-1)"
+  return f"({iv})" if iv != -(1 << 31) else "(-2147483647-1)"
+
+# helpers every kernel may use (NVRTC drops the unused ones)
+PRELUDE = r"""
+typedef unsigned long long tg_u64;
+__device__ __forceinline__ float tg_h2f(unsigned short h) { float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f; }
+__device__ __forceinline__ unsigned short tg_f2h(float f) { unsigned short h; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f)); return h; }
+__device__ __forceinline__ unsigned short tg_d2h(double d) { unsigned short h; asm("cvt.rn.f16.f64 %0, %1;" : "=h"(h) : "d"(d)); return h; }
+__device__ __forceinline__ float tg_bf2f(unsigned short b) { return __uint_as_float(((unsigned int)b) << 16); }
+__device__ __forceinline__ unsigned short tg_f2bf(float f) {  /* round to nearest even; NaN -> 0x7fc0 as the reference */
+  unsigned int u = __float_as_uint(f);
+  if (f != f) return 0x7fc0;
+  return (unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+__device__ __forceinline__ float tg_rh(float f) { return tg_h2f(tg_f2h(f)); }
+__device__ __forceinline__ float tg_rbf(float f) { return tg_bf2f(tg_f2bf(f)); }
+/* float -> int64 as the reference: NaN/inf -> 0, else truncate and clamp to [-2^63, 2^63-1024] */
+__device__ __forceinline__ long long tg_f2i(double x) {
+  if (x != x || x == __longlong_as_double(0x7ff0000000000000LL) || x == __longlong_as_double(0xfff0000000000000LL)) return 0;
+  return (long long)fmin(x, 9223372036854774784.0);
+}
+template<class D, class S> __device__ __forceinline__ D tg_bitcast(S s) { D d; memcpy(&d, &s, sizeof(D)); return d; }
+template<class T> __device__ __forceinline__ T tg_sdiv(T a, T b) { return b == 0 ? (T)0 : b == (T)-1 ? (T)(0ull - (tg_u64)a) : (T)(a / b); }
+template<class T> __device__ __forceinline__ T tg_smod(T a, T b) { return b == 0 ? a : b == (T)-1 ? (T)0 : (T)(a % b); }
+template<class T> __device__ __forceinline__ T tg_udiv(T a, T b) { return b == 0 ? (T)0 : (T)(a / b); }
+template<class T> __device__ __forceinline__ T tg_umod(T a, T b) { return b == 0 ? a : (T)(a % b); }
+__device__ __forceinline__ unsigned int tg_rotl(unsigned int x, int r) { return (x << r) | (x >> (32 - r)); }
+__device__ tg_u64 tg_threefry(tg_u64 x, tg_u64 key) {  /* threefry2x32, 20 rounds, as tg_core.runtime.ops_python.threefry2x32 */
+  unsigned int x0 = (unsigned int)x, x1 = (unsigned int)(x >> 32), k0 = (unsigned int)key, k1 = (unsigned int)(key >> 32);
+  unsigned int ks[3] = {k0, k1, k0 ^ k1 ^ 0x1BD11BDAu};
+  const int rot[2][4] = {{13, 15, 26, 6}, {17, 29, 16, 24}};
+  x0 += ks[0]; x1 += ks[1];
+  for (int i = 0; i < 5; i++) {
+    for (int j = 0; j < 4; j++) { x0 += x1; x1 = tg_rotl(x1, rot[i % 2][j]) ^ x0; }
+    x0 += ks[(i + 1) % 3]; x1 += ks[(i + 2) % 3] + (unsigned int)(i + 1);
+  }
+  return ((tg_u64)x1 << 32) | (tg_u64)x0;
+}
+"""
+
+def _round(v: str, dt: DType) -> str:
+  """An ALU result of a small float, computed in float, rounded to its precision."""
+  s = _scalar(dt)
+  return f"tg_rh({v})" if s == dtypes.float16 else f"tg_rbf({v})" if s == dtypes.bfloat16 else v
+
+def _wrap_int(expr: Callable[[str, str], str], dt: DType, a: str, b: str) -> str:
+  """Signed add/sub/mul computed on the unsigned type: wraps instead of C's undefined overflow."""
+  t = ctype(dt)
+  if (u := _UNSIGNED_OF.get(t)) is None: return f"({t})({expr(a, b)})"
+  return f"({t})({expr(f'({u}){a}', f'({u}){b}')})"
+
+_MATH = {Ops.EXP2: ("exp2f", "exp2"), Ops.LOG2: ("log2f", "log2"), Ops.SIN: ("sinf", "sin"), Ops.SQRT: ("sqrtf", "sqrt"), Ops.TRUNC: ("truncf", "trunc")}
+
+def render_alu(op: Ops, dt: DType, src: list[str], sdt: DType) -> str:
+  """The C expression of ALU op `op` (result dtype `dt`, first operand's dtype `sdt`) on rendered operands `src`."""
+  a = src[0]
+  isf, t = _is_float(sdt), ctype(dt)
+  f64 = _scalar(dt) == dtypes.float64
+  if op in GroupOp.Comparison: return f"({a} {({Ops.CMPLT: '<', Ops.CMPNE: '!=', Ops.CMPEQ: '=='})[op]} {src[1]})"
+  if op is Ops.WHERE: return f"({a} ? {src[1]} : {src[2]})"
+  if _scalar(dt) == dtypes.bool:
+    bool_ops = {Ops.ADD: "||", Ops.MAX: "||", Ops.MUL: "&&", Ops.SUB: "!=", Ops.AND: "&&", Ops.OR: "||", Ops.XOR: "!="}
+    if op in bool_ops: return f"({a} {bool_ops[op]} {src[1]})"
+    if op is Ops.NEG: return f"(!{a})"
+    if op is Ops.MULACC: return f"(({a} && {src[1]}) || {src[2]})"
+  if isf:
+    match op:
+      case Ops.ADD | Ops.SUB | Ops.MUL | Ops.FDIV: r = f"({a} {({Ops.ADD: '+', Ops.SUB: '-', Ops.MUL: '*', Ops.FDIV: '/'})[op]} {src[1]})"
+      case Ops.MAX: r = f"(({a} > {src[1]} || {a} != {a}) ? {a} : {src[1]})"  # NaN in either gives NaN, as numpy.maximum
+      case Ops.MULACC: r = f"(({a} * {src[1]}) + {src[2]})"  # two roundings as the reference (NVRTC runs with --fmad=false)
+      case Ops.NEG: r = f"(-{a})"
+      case Ops.RECIPROCAL: r = f"({'1.0' if f64 else '1.0f'} / {a})"
+      case Ops.POW: r = f"{'pow' if f64 else 'powf'}({a}, {src[1]})"
+      case _ if op in _MATH: r = f"{_MATH[op][1 if f64 else 0]}({a})"
+      case _: raise NotImplementedError(f"the CUDA renderer can't render {op} on {dt}")
+    return _round(r, dt)
+  # integers
+  unsigned = _is_unsigned(dt)
+  match op:
+    case Ops.ADD: return _wrap_int(lambda x, y: f"{x} + {y}", dt, a, src[1])
+    case Ops.SUB: return _wrap_int(lambda x, y: f"{x} - {y}", dt, a, src[1])
+    case Ops.MUL: return _wrap_int(lambda x, y: f"{x} * {y}", dt, a, src[1])
+    case Ops.MULACC: return _wrap_int(lambda x, y: f"{x} + {y}", dt, _wrap_int(lambda x, y: f"{x} * {y}", dt, a, src[1]), src[2])
+    case Ops.NEG: return _wrap_int(lambda x, y: f"{x} - {y}", dt, f"({t})0", a)
+    case Ops.IDIV: return f"tg_{'u' if unsigned else 's'}div<{t}>({a}, {src[1]})"
+    case Ops.MOD: return f"tg_{'u' if unsigned else 's'}mod<{t}>({a}, {src[1]})"
+    case Ops.MAX: return f"({a} > {src[1]} ? {a} : {src[1]})"
+    case Ops.AND | Ops.OR | Ops.XOR: return f"({t})({a} {({Ops.AND: '&', Ops.OR: '|', Ops.XOR: '^'})[op]} {src[1]})"
+    case Ops.SHL | Ops.SHR:
+      w, u = _bits(dt), _UNSIGNED_OF.get(t, t)
+      amt = f"(unsigned long long)({ctype(dt)})({src[1]})"  # the amount in a's dtype, as the reference; >= width shifts all out
+      if op is Ops.SHL: return f"({amt} >= {w} ? ({t})0 : ({t})(({u}){a} << {amt}))"
+      fill = f"({t})0" if unsigned else f"({t})({a} < 0 ? -1 : 0)"
+      return f"({amt} >= {w} ? {fill} : ({t})({a} >> {amt}))"
+    case Ops.TRUNC: return a
+    case Ops.THREEFRY:
+      if _scalar(dt) != dtypes.uint64: raise NotImplementedError(f"THREEFRY on {dt}")
+      return f"tg_threefry({a}, {src[1]})"
+  raise NotImplementedError(f"the CUDA renderer can't render {op} on {dt}")
+
+def render_cast(v: str, src: DType, dst: DType) -> str:
+  """CAST with the reference's semantics (tg_core.runtime.ops_python._cast)."""
+  s, d = _scalar(src), _scalar(dst)
+  if s == d: return v
+  t = ctype(dst)
+  if d == dtypes.bool: return f"({v} != 0)"
+  if _is_float(src) and not _is_float(dst): return f"({t})tg_f2i((double){v})"  # wraps from int64 to narrower ints
+  if d == dtypes.float16: return f"tg_h2f(tg_d2h((double){v}))"  # straight to half, one rounding (numpy astype(float16))
+  if d == dtypes.bfloat16: return f"tg_rbf((float){v})"  # through float32, as the reference
+  return f"({t}){v}"
+
+def render_bitcast(v: str, src: DType, dst: DType) -> str:
+  s, d = _scalar(src), _scalar(dst)
+  if s == d: return v
+  # to the source's bits, reinterpret, from the destination's bits
+  bits = f"tg_f2h({v})" if s == dtypes.float16 else f"tg_f2bf({v})" if s == dtypes.bfloat16 else f"(unsigned char){v}" if s == dtypes.bool else v
+  sst = "unsigned char" if s == dtypes.bool else storage_type(src)
+  if d == dtypes.bool: return f"(tg_bitcast<unsigned char, {sst}>({bits}) != 0)"
+  out = f"tg_bitcast<{storage_type(dst)}, {sst}>({bits})"
+  return f"tg_h2f({out})" if d == dtypes.float16 else f"tg_bf2f({out})" if d == dtypes.bfloat16 else out
+
+def load_value(ptr: str, dt: DType) -> str:
+  s = _scalar(dt)
+  return f"tg_h2f({ptr})" if s == dtypes.float16 else f"tg_bf2f({ptr})" if s == dtypes.bfloat16 else ptr
+
+def store_value(v: str, dt: DType) -> str:
+  s = _scalar(dt)
+  return f"tg_f2h({v})" if s == dtypes.float16 else f"tg_f2bf({v})" if s == dtypes.bfloat16 else v
+
+def _contractible(uops: list[UOp]) -> set[UOp]:
+  """Float ADD(MUL, x) whose value is stored into a register accumulator (matmul, conv): rendered as one fma. It rounds once
+  where the reference rounds twice, which only reductions see, inside their tolerance (the CPU renderer does the same)."""
+  ret: set[UOp] = set()
+  for u in uops:
+    if u.op is not Ops.STORE or u.src[0].op is not Ops.INDEX or not _is_float(u.src[1].dtype): continue
+    buf = u.src[0].src[0]
+    while buf.op is Ops.AFTER: buf = buf.src[0]
+    if buf.op is not Ops.BUFFER or buf.arg.addrspace is not AddrSpace.REG: continue
+    v = u.src[1]
+    if v.op is Ops.ADD and any(s.op is Ops.MUL and s.dtype == v.dtype for s in v.src): ret.add(v)
+  return ret
+
+class CUDARenderer(Renderer):
+  """CUDA C for NVRTC. The target arch (sm_XX) picks the NVRTC compiler's `--gpu-architecture` (see tg_cuda.compiler)."""
+  # every storage dtype but fp8 (emulated by the core); scalar code; grid x up to 2^31-1 blocks, y/z 65535; 1024 threads per block;
+  # EXP2/LOG2/SIN/SQRT by CUDA's accurate math library (not the .approx instructions)
+  caps = RendererCaps(native_dtypes=frozenset(_STORAGE), vector_upcast=False, global_max=(2**31 - 1, 65535, 65535), local_max=(1024, 1024, 64),
+                      shared_max=48 * 1024, archs=ARCHS, arch="sm_80")
+
+  def __init__(self, cubin: bool = True) -> None:
+    """cubin=False: the compiler makes PTX (for MOCK+CUDA's interpreter) instead of a cubin."""
+    from tg_cuda.compiler import NVRTCCompiler
+    self._compiler_cls, self._cubin = NVRTCCompiler, cubin
+    self.compiler = NVRTCCompiler(self.caps.arch, cubin)
+
+  def select_arch(self, arch: str) -> None:
+    self.caps = dataclasses.replace(self.caps, arch=arch)
+    self.compiler = self._compiler_cls(arch, self._cubin)
+
+  def render(self, uops: list[UOp]) -> str: return _KernelWriter(uops).render()
+
+class _KernelWriter:
+  def __init__(self, uops: list[UOp]):
+    self.uops = uops
+    sink = uops[-1] if uops and uops[-1].op is Ops.SINK else None
+    self.name = sink.arg.name if sink is not None and sink.arg is not None else "kernel"
+    self.r: dict[UOp, str] = {}
+    self.lines: list[str] = []
+    self.top: list[str] = []
+    self.depth = 1
+    self.n = 0
+
+  def var(self, prefix: str = "v") -> str:
+    self.n += 1
+    return f"{prefix}{self.n}"
+  def emit(self, line: str) -> None: self.lines.append("  " * self.depth + line)
+  def define(self, u: UOp, expr: str, prefix: str = "v", name: str | None = None) -> None:
+    name = name or self.var(prefix)
+    self.emit(f"const {ctype(u.dtype)} {name} = {expr};")
+    self.r[u] = name
+
+  def render(self) -> str:
+    uops = self.uops
+    bufs = sorted({u.arg.slot: u for u in uops if u.op is Ops.PARAM and u.arg.addrspace is AddrSpace.GLOBAL}.items())
+    var_uops = sorted([u for u in uops if u.op is Ops.PARAM and u.arg.addrspace is AddrSpace.ALU], key=lambda v: v.arg.name)
+    has_local = any(u.op is Ops.SPECIAL and u.arg.startswith("lidx") for u in uops)
+    written = {self._root(u.src[0].src[0]) for u in uops if u.op is Ops.STORE and u.src[0].op is Ops.INDEX}
+    # the variables first (int32 each, sorted by name), then one pointer per buffer slot up to the last one used (the runtime
+    # passes every buffer of the kernel by slot; one the kernel doesn't use is a void*), so trailing unused buffers are harmless
+    params = []
+    for i, v in enumerate(var_uops):
+      params.append(f"const int var{i}")
+      self.r[v] = f"var{i}" if ctype(v.dtype) == "int" else f"(({ctype(v.dtype)})var{i})"
+    by_slot = dict(bufs)
+    for slot in range(max(by_slot) + 1 if by_slot else 0):
+      if (p := by_slot.get(slot)) is None:
+        params.append(f"const void* __restrict__ unused{slot}")
+        continue
+      const = "" if p in written else "const "
+      params.append(f"{const}{storage_type(p.dtype)}* __restrict__ data{slot}")
+      self.r[p] = f"data{slot}"
+    block = math.prod(int(u.src[0].arg) for u in uops if u.op is Ops.SPECIAL and u.arg.startswith("lidx")) if has_local else FLAT_BLOCK
+    self.has_local = has_local
+    self.contract = _contractible(uops)
+    for u in uops: self.render_uop(u)
+    body = [*self.top, *self.lines]
+    return "\n".join([PRELUDE, f'extern "C" __global__ void __launch_bounds__({block}) {self.name}({", ".join(params)}) {{', *body, "}", ""])
+
+  @staticmethod
+  def _root(u: UOp) -> UOp:
+    while u.op is Ops.AFTER: u = u.src[0]
+    return u
+
+  def render_uop(self, u: UOp) -> None:
+    op, r = u.op, self.r
+    if op in (Ops.SINK, Ops.GROUP, Ops.NOOP): return
+    if op is Ops.PARAM:
+      if u not in r: raise NotImplementedError(f"PARAM with addrspace {u.arg.addrspace} is not supported by the CUDA renderer")
+      return
+    if op is Ops.BUFFER:
+      name = self.var("reg" if u.arg.addrspace is AddrSpace.REG else "smem")
+      shared = "__shared__ " if u.arg.addrspace is AddrSpace.LOCAL else ""
+      self.top.append(f"  {shared}{ctype(u.dtype) if not shared else storage_type(u.dtype)} {name}[{max(u.arg.size or 1, 1)}];")
+      r[u] = name
+      return
+    if op is Ops.AFTER:
+      r[u] = r[u.src[0]]
+      return
+    if op is Ops.CONST:
+      r[u] = cconst(u.arg, u.dtype)
+      return
+    if op is Ops.SPECIAL:
+      dim = int(u.arg[-1])
+      xyz = "xyz"[dim]
+      if u.arg.startswith("lidx"): expr = f"threadIdx.{xyz}"
+      elif not self.has_local and dim == 0: expr = "(blockIdx.x * blockDim.x + threadIdx.x)"
+      else: expr = f"blockIdx.{xyz}"
+      self.define(u, f"({ctype(u.dtype)}){expr}", name=u.arg)  # SPECIAL names are unique in a kernel
+      if not self.has_local and u.arg == "gidx0": self.emit(f"if ({r[u]} >= {r[u.src[0]]}) return;")
+      return
+    if op is Ops.INDEX:
+      if len(u.src) > 3: raise NotImplementedError("the CUDA renderer supports INDEX(buf, idx[, gate]) only")
+      r[u] = f"{r[u.src[0]]}[{r[u.src[1]]}]"
+      return
+    if op is Ops.LOAD: return self.render_load(u)
+    if op is Ops.STORE: return self.render_store(u)
+    if op is Ops.RANGE:
+      name = self.var("ridx")
+      self.emit(f"for ({ctype(u.dtype)} {name} = 0; {name} < {r[u.src[0]]}; {name}++) {{")
+      self.depth += 1
+      r[u] = name
+      return
+    if op is Ops.END:
+      for _ in [s for s in u.src[1:] if s.op is Ops.RANGE]:
+        self.depth -= 1
+        self.emit("}")
+      return
+    if op is Ops.IF:
+      self.emit(f"if ({r[u.src[0]]}) {{")
+      self.depth += 1
+      return
+    if op is Ops.ENDIF:
+      self.depth -= 1
+      self.emit("}")
+      return
+    if op is Ops.BARRIER:
+      self.emit("__syncthreads();")
+      return
+    if op is Ops.CAST: return self.define(u, render_cast(r[u.src[0]], u.src[0].dtype, u.dtype))
+    if op is Ops.BITCAST: return self.define(u, render_bitcast(r[u.src[0]], u.src[0].dtype, u.dtype))
+    if op is Ops.ADD and u in self.contract:  # an accumulator update a*b + c: one fma (see _contractible)
+      m, c = (u.src[0], u.src[1]) if u.src[0].op is Ops.MUL else (u.src[1], u.src[0])
+      fma = "fma" if _scalar(u.dtype) == dtypes.float64 else "fmaf"
+      return self.define(u, _round(f"{fma}({r[m.src[0]]}, {r[m.src[1]]}, {r[c]})", u.dtype))
+    if op in GroupOp.ALU: return self.define(u, render_alu(op, u.dtype, [r[s] for s in u.src], u.src[0].dtype))
+    raise NotImplementedError(f"the CUDA renderer can't render {op}")
+
+  def _gate(self, idx: UOp) -> str | None:
+    return self.r[idx.src[2]] if idx.op is Ops.INDEX and len(idx.src) > 2 else None
+
+  def _is_reg(self, idx: UOp) -> bool:
+    return self._root(idx.src[0]).op is Ops.BUFFER and self._root(idx.src[0]).arg.addrspace is AddrSpace.REG
+
+  def render_load(self, u: UOp) -> None:
+    idx = u.src[0]
+    gates = [g for g in (self._gate(idx), self.r[u.src[2]] if len(u.src) == 3 else None) if g is not None]
+    if not gates: return self.define(u, self.r[idx] if self._is_reg(idx) else load_value(self.r[idx], u.dtype))
+    # NVRTC may turn `g ? p[i] : 0` into an unconditional load and a select: a masked-off index becomes 0, always in bounds
+    gate = " && ".join(gates)
+    addr = f"{self.r[idx.src[0]]}[{gate} ? {self.r[idx.src[1]]} : 0]"
+    val = addr if self._is_reg(idx) else load_value(addr, u.dtype)
+    other = self.r[u.src[1]] if len(u.src) == 3 else cconst(0, u.dtype)
+    self.define(u, f"({gate} ? {val} : {other})")
+
+  def render_store(self, u: UOp) -> None:
+    idx = u.src[0]
+    if idx.op is not Ops.INDEX: raise NotImplementedError(f"the CUDA renderer stores through INDEX only, got {idx.op}")
+    gates = [g for g in (self._gate(idx), self.r[u.src[2]] if len(u.src) == 3 else None) if g is not None]
+    val = self.r[u.src[1]] if self._is_reg(idx) else store_value(self.r[u.src[1]], u.src[1].dtype)
+    st = f"{self.r[idx]} = {val};"
+    self.emit(f"if ({' && '.join(gates)}) {st}" if gates else st)
+
+__all__ = ["CUDARenderer", "FLAT_BLOCK", "ARCHS"]
