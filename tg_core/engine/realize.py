@@ -48,6 +48,7 @@ class CompiledRunner:
     if (gs := self.global_size) is None:  # a symbolic grid is sized at launch
       gsz = [sym_infer(g, var_vals) for g in self.p.global_size]
       gs = tuple(gsz) + (1,) * (3 - len(gsz)) if len(gsz) <= 3 else tuple(gsz)
+      if 0 in gs: return 0.0 if wait else None  # a Variable sized the grid to nothing: no work (GPUs refuse an empty launch)
     return self.prg(*[b._buf for b in bufs], global_size=gs, local_size=tuple(self.p.local_size or (1, 1, 1)), vals=vals, wait=wait)
 
 _runner_cache: dict[tuple, CompiledRunner] = {}
