@@ -16,7 +16,7 @@ $(VENV)/.installed-demo: pyproject.toml | $(BIN)/python
 # missing and we are root (CI); elsewhere those tests skip with the reason
 $(VENV)/.installed-sysdeps: | $(BIN)/python
 	@if command -v llvm-objdump-19 >/dev/null && command -v ld.lld-19 >/dev/null; then :; \
-	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then apt-get update -qq && apt-get install -y -qq llvm-19 lld-19 >/dev/null; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then (apt-get update -qq && apt-get install -y -qq llvm-19 lld-19 >/dev/null) || echo "note: apt-get install llvm-19 lld-19 failed: the AMD decoder-oracle tests will skip"; \
 	else echo "note: llvm-19/lld-19 not installed (apt-get install llvm-19 lld-19): the AMD decoder-oracle tests will skip"; fi
 	touch $@
 
