@@ -22,6 +22,8 @@ def buffer_of(u: UOp, allocate: bool = True) -> Buffer:
 class UnboundVariableError(RuntimeError):
   """A kernel over a Variable was run without a value for it."""
 
+def _launch_dims(gs: list[int] | tuple[int, ...]) -> tuple[int, ...]: return tuple(gs) + (1,) * (3 - len(gs)) if len(gs) <= 3 else tuple(gs)
+
 class CompiledRunner:
   """A kernel compiled for one device, callable on buffers."""
   def __init__(self, device: str, ast: UOp, opts: list | None = None):
@@ -34,7 +36,7 @@ class CompiledRunner:
     self.compile_time = time.perf_counter() - st
     self.device = device
     gs = self.p.global_size
-    self.global_size: tuple[int, ...] | None = (tuple(gs) + (1,) * (3 - len(gs)) if len(gs) <= 3 else tuple(gs)) if all_int(gs) else None
+    self.global_size: tuple[int, ...] | None = _launch_dims(gs) if all_int(gs) else None
   def __call__(self, bufs: list[Buffer], var_vals: dict[str, int], wait: bool = False) -> float | None:
     vals: tuple[int, ...] = ()
     if self.p.vars:
@@ -46,8 +48,7 @@ class CompiledRunner:
         if not v.arg.vmin_vmax[0] <= x <= v.arg.vmin_vmax[1]:
           raise VariableRangeError(f"kernel {self.p.name}: Variable {v.arg.name!r} = {x} is outside its range {list(v.arg.vmin_vmax)}")
     if (gs := self.global_size) is None:  # a symbolic grid is sized at launch
-      gsz = [sym_infer(g, var_vals) for g in self.p.global_size]
-      gs = tuple(gsz) + (1,) * (3 - len(gsz)) if len(gsz) <= 3 else tuple(gsz)
+      gs = _launch_dims([sym_infer(g, var_vals) for g in self.p.global_size])
       if 0 in gs: return 0.0 if wait else None  # a Variable sized the grid to nothing: no work (GPUs refuse an empty launch)
     return self.prg(*[b._buf for b in bufs], global_size=gs, local_size=tuple(self.p.local_size or (1, 1, 1)), vals=vals, wait=wait)
 

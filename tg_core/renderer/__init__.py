@@ -88,6 +88,10 @@ class RendererCaps:
     if not all(isinstance(t, TensorCore) for t in self.tensor_cores): raise bad("tensor_cores", "a tuple of TensorCore")
     if self.arch and self.arch not in self.archs: raise bad("arch", f"one of archs {self.archs}")
     if self.extra_matcher is not None and not isinstance(self.extra_matcher, PatternMatcher): raise bad("extra_matcher", "a PatternMatcher or None")
+    # the record keys the runner cache on every kernel launch: hash its fields once, not per lookup
+    object.__setattr__(self, "_hash", hash(tuple(getattr(self, f.name) for f in dataclasses.fields(self))))
+
+  def __hash__(self) -> int: return self._hash  # type: ignore[attr-defined]
 
   def emulated_dtypes(self) -> frozenset[DType]:
     """The dtypes the core emulates for this target: the emulatable small floats it lacks."""
