@@ -4,6 +4,7 @@ Every peer is timed in its own process (numpy's OpenBLAS threads keep spinning a
 whatever runs next in the same process). Snippets can `from _timing import best_of`: run_py puts bench/ on their path."""
 from __future__ import annotations
 import os
+import platform
 import shutil
 import subprocess
 import sys
@@ -11,6 +12,12 @@ import time
 from typing import Any, Callable
 
 MIN_SECONDS = 1.0
+
+def cpu_model() -> str:
+  """The host CPU's model name (every bench prints it: figures differ between machines)."""
+  try:
+    with open("/proc/cpuinfo") as f: return next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+  except (OSError, StopIteration): return platform.processor() or platform.machine() or "unknown CPU"
 BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
 
 def best_of(fn: Callable[..., Any], runs: int, setup: Callable[[], Any] | None = None) -> float:

@@ -5,7 +5,6 @@ Needs the tg-amd plugin (plugins/tg_amd) importable: run with PYTHONPATH=plugins
 from __future__ import annotations
 import argparse
 import os
-import platform
 import struct
 import sys
 import time
@@ -16,7 +15,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "plugins" / "tg_amd" / "tests"))
 from amdgpu_ir import compile_ir, elementwise  # noqa: E402
 from tg_amd.emu import Memory, run_kernel  # noqa: E402
-from _timing import best_of  # noqa: E402
+from _timing import best_of, cpu_model# noqa: E402
 
 BODY = """  %m = fmul float %x0, %x1
   %a = fadd float %m, 1.5
@@ -24,12 +23,6 @@ BODY = """  %m = fmul float %x0, %x1
   %s = call float @llvm.sqrt.f32(float %d)
   %r = fsub float %s, %x0"""
 
-def cpu_model() -> str:
-  try:
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-      if line.startswith("model name"): return line.split(":", 1)[1].strip()
-  except OSError: pass
-  return platform.processor() or platform.machine()
 
 def main() -> None:
   ap = argparse.ArgumentParser(description=__doc__)

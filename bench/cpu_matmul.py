@@ -4,9 +4,10 @@ Also tg with NUM_CPU_THREADS=1 vs 2. tinygrad's CPU backend needs clang: if it i
 `apt-get install -y clang` (as root) and otherwise skips tinygrad with a message. Each peer runs in its own process;
 times are the best of at least --runs runs spread over at least a second."""
 from __future__ import annotations
+import os
 import argparse
 
-from _timing import TG_KERNEL_TIMER, TINYGRAD_TIMER, have_tinygrad, run_py
+from _timing import TG_KERNEL_TIMER, TINYGRAD_TIMER, cpu_model, have_tinygrad, run_py
 
 INPUTS = "a, b = np.random.default_rng(0).standard_normal((2, {n}, {n}), dtype=np.float32)\n"
 
@@ -32,6 +33,7 @@ def main() -> None:
   ap.add_argument("--sizes", type=int, nargs="+", default=[512, 1024], help="matrix sizes (default 512 1024)")
   ap.add_argument("--runs", type=int, default=10, help="timed runs, best reported (default 10; this VM's timings vary ~30%%)")
   args = ap.parse_args()
+  print(f"CPU: {cpu_model()} ({os.cpu_count()} cores)")
   tiny = have_tinygrad()
   for n in args.sizes:
     flops = 2 * n ** 3

@@ -12,7 +12,7 @@ import subprocess
 import sys
 import tempfile
 
-from _timing import TG_KERNEL_TIMER, TINYGRAD_TIMER, have_tinygrad, run_py
+from _timing import TG_KERNEL_TIMER, TINYGRAD_TIMER, cpu_model, have_tinygrad, run_py
 
 CONV_INPUTS = """rng = np.random.default_rng(0)
 xa, wa = rng.standard_normal((8, 32, 32, 32), dtype=np.float32), rng.standard_normal((64, 32, 3, 3), dtype=np.float32)
@@ -32,6 +32,7 @@ def main() -> None:
   ap.add_argument("--runs", type=int, default=5, help="timed runs, best reported (default 5)")
   args = ap.parse_args()
   R = args.runs
+  print(f"CPU: {cpu_model()} ({os.cpu_count()} cores)")
   tiny = have_tinygrad()
 
   # conv2d

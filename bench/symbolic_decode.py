@@ -6,9 +6,8 @@ torch doing the same step in the same run:
 Each side runs in its own process. Prints the CPU model and tg's speed relative to each peer."""
 from __future__ import annotations
 import argparse
-import platform
 
-from _timing import run_py
+from _timing import run_py, cpu_model
 
 SETUP = """import time, numpy as np
 DIM, HEADS, MAX_LEN, STEPS, RUNS = 256, 8, 512, {steps}, {runs}
@@ -73,10 +72,6 @@ def make_step():
   return step
 print(best_mean_step(make_step))"""
 
-def cpu_model() -> str:
-  try:
-    with open("/proc/cpuinfo") as f: return next(ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name"))
-  except (OSError, StopIteration): return platform.processor() or "unknown CPU"
 
 def main() -> None:
   ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
