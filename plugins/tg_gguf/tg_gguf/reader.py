@@ -18,6 +18,7 @@ import numpy as np
 from tg_core import Device, Tensor, dtypes
 from tg_core.dtype import DType
 from tg_core.plugins import QuantFormatSpec, load_attr, registry
+from tg_core.uop.ops import UOp
 
 from tg_gguf.errors import GGUFError, GGUFFormatError, GGUFMagicError, GGUFTensorError, GGUFTruncatedError, GGUFUnknownTypeError, GGUFVersionError
 
@@ -91,12 +92,22 @@ PLAIN_DTYPES: dict[str, DType] = {f"tg_gguf.quants:dequantize_{name}": dt for na
 @functools.lru_cache(maxsize=None)
 def _dequantizer(target: str) -> Callable[[Tensor], Tensor]: return load_attr(target)
 
+@functools.lru_cache(maxsize=256)
+def _dequant_graph(fmt: QuantFormatSpec, n_blocks: int, device: str) -> tuple[UOp, UOp]:
+  """The dequantize graph of `n_blocks` blocks on `device`, built once over a placeholder input: (placeholder, output).
+  A model has few distinct (type, shape) pairs: building the graph in Python cost more than running its kernel."""
+  placeholder = Tensor.empty(n_blocks, fmt.block_bytes, dtype=dtypes.uint8, device=device)
+  out = _dequantizer(fmt.dequantize)(placeholder)
+  if tuple(out.shape) != (n_blocks, fmt.block_elems):
+    raise GGUFError(f"the dequantize function {fmt.dequantize} of {fmt.name} returned shape {out.shape}, expected {(n_blocks, fmt.block_elems)}")
+  return placeholder.uop, out.uop
+
 def dequantize_blocks(blocks: Tensor, fmt: QuantFormatSpec) -> Tensor:
-  """(n_blocks, block_bytes) uint8 -> (n_blocks, block_elems), through the format's plugin function."""
-  out = _dequantizer(fmt.dequantize)(blocks)
-  if tuple(out.shape) != (blocks.shape[0], fmt.block_elems):
-    raise GGUFError(f"the dequantize function {fmt.dequantize} of {fmt.name} returned shape {out.shape}, expected {(blocks.shape[0], fmt.block_elems)}")
-  return out
+  """(n_blocks, block_bytes) uint8 -> (n_blocks, block_elems), through the format's plugin function (its graph reused per shape)."""
+  if blocks.dtype != dtypes.uint8 or len(blocks.shape) != 2 or blocks.shape[1] != fmt.block_bytes or not isinstance(blocks.shape[0], int):
+    raise GGUFError(f"{fmt.name} blocks must be a uint8 Tensor of shape (n_blocks, {fmt.block_bytes}), got {blocks.dtype} {blocks.shape}")
+  placeholder, out = _dequant_graph(fmt, blocks.shape[0], blocks.device)
+  return Tensor(out.substitute({placeholder: blocks.uop}), requires_grad=False)
 
 def dequantize(data: bytes | bytearray | memoryview | np.ndarray, ggml_type: int, shape: Sequence[int], device: str | None = None) -> Tensor:
   """A Tensor of `shape` (numpy order: the last dim is the contiguous one, made of whole blocks) from raw GGUF block bytes."""
