@@ -47,8 +47,8 @@ test: $(VENV)/.installed-test
 	SPEC=1 DEV=CPU $(BIN)/python -m pytest -n 2 plugins/tg_cpu_x86/tests $(OP_TESTS)
 	SPEC=1 DEV=CPU $(BIN)/python -m pytest -n 2 plugins/tg_gguf/tests
 	SPEC=1 DEV=PYTHON $(BIN)/python -m pytest -n 2 plugins/tg_gguf/tests
-	DEV=CPU $(BIN)/python -m pytest -n 2 plugins/tg_onnx/tests
-	DEV=PYTHON $(BIN)/python -m pytest -n 2 plugins/tg_onnx/tests/test_models.py
+	SPEC=1 DEV=CPU $(BIN)/python -m pytest -n 2 plugins/tg_onnx/tests
+	SPEC=1 DEV=PYTHON $(BIN)/python -m pytest -n 2 plugins/tg_onnx/tests/test_models.py
 	SPEC=1 DEV=PYTHON $(BIN)/python -m pytest -n 2 tests
 	$(BIN)/python -m pytest -n 2 plugins/tg_cuda/tests plugins/tg_amd/tests
 

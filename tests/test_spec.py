@@ -193,3 +193,15 @@ def test_verify_if_spec():
 def test_call_arg_must_be_callinfo():
   assert spec_check(spec_tensor, UOp(Ops.CALL, dtypes.void, (UOp.sink(),), CallInfo(name="k"))) is True
   assert spec_check(spec_tensor, UOp(Ops.CALL, dtypes.void, (UOp.sink(),), "k")) is False
+
+def test_bool_bitcast_program_passes_spec():
+  # a bool is one byte holding 0 or 1 (bitsize 1, itemsize 1): a bool <-> byte BITCAST must not reach the program, where
+  # spec_program requires equal bit widths (ONNX BitCast bool -> uint8 failed there); it lowers to a CAST of the same bits
+  import numpy as np
+  from tg_core import Tensor
+  b = np.array([True, False, True, False, False, True, True, True, False], dtype=np.bool_)
+  u = np.array([0, 1, 1, 0, 255, 2, 0, 1, 0], dtype=np.uint8)
+  with Context(SPEC=1):
+    np.testing.assert_array_equal(Tensor(b).bitcast(dtypes.uint8).numpy(), b.view(np.uint8))
+    np.testing.assert_array_equal(Tensor(b).bitcast(dtypes.int8).numpy(), b.view(np.int8))
+    np.testing.assert_array_equal(Tensor(u).bitcast(dtypes.bool).numpy(), u.view(np.bool_))

@@ -257,11 +257,17 @@ x_bool = UPat.var("x", dtypes.bool)
 c1, c2, cc = UPat.cvar("c1", vec=False), UPat.cvar("c2", vec=False), UPat.cvar("c", vec=False)
 TRUE, FALSE = UPat.const(dtypes.bool, True), UPat.const(dtypes.bool, False)
 
+def _bool_bitcast(b: UOp, x: UOp) -> UOp | None:
+  if dtypes.bool not in (b.dtype.scalar(), x.dtype.scalar()) or b.dtype == x.dtype or b.dtype.itemsize != x.dtype.itemsize: return None
+  return x.cast(b.dtype)
+
 symbolic_simple = PatternMatcher([
   # ** constant folding **
   (UPat(GroupOp.ALU, name="a", src=UPat(Ops.CONST)), fold_consts),
   (UPat(Ops.CAST, name="c", src=(UPat(Ops.CONST, name="x"),)), fold_cast_const),
   (UPat(Ops.CAST, name="c", src=(UPat.var("x"),)), lambda c, x: x if c.dtype == x.dtype else None),
+  # a bool is a byte holding 0 or 1: its BITCAST to or from another 1-byte type is that CAST (a program's BITCAST keeps the bit width)
+  (UPat(Ops.BITCAST, name="b", src=(UPat.var("x"),)), _bool_bitcast),
   # an int or bool node with a single possible value
   (UPat((*GroupOp.ALU, Ops.CAST), dtype=ints_bool, name="x"), fold_range),
   # ** identities **
