@@ -205,6 +205,16 @@ class TestDivMod:
     assert S((a // 4) * 4 + a % 4) == "a"
     p = V("p", 0, 50)
     assert S((p // 4 + 2) // 3) == "((p+8)//12)"
+  def test_mod_constant_below_common_factor(self):
+    # an upcast lane's index: (a*8 + lane) % 32 keeps its lanes apart as (a%4)*8 + lane, so loads of consecutive lanes stay
+    # consecutive (the kernel gathered them through a srem per lane)
+    a, b = V("a", 0, 31), self.b
+    assert S((a * 8 + 1) % 32) == "(((a%4)*8)+1)"
+    assert S((a * 16 + b * 4 + 1) % 32) == "(((((a*4)+b)%8)*4)+1)"
+    assert S((a * 8 + 8) % 32) == "(((a+1)%4)*8)"        # a constant the factor divides goes with the terms, as before
+    assert S((a * 16 + b * 4 + 5) % 32) == "((((a*16)+(b*4))+5)%32)"  # 5 is not below the common factor 4
+    n = V("n", -10, 10)
+    assert S((n * 8 + 1) % 32) == "(((n*8)+1)%32)"       # C-style: with n*8 < 0 the remainder's sign differs
   def test_two_values(self):
     t = V("t", 0, 1)
     assert S((t * 3 + 2) % 4) == "((t*-1)+2)"

@@ -143,6 +143,9 @@ def fold_divmod(d: UOp, x: UOp, c: UOp) -> UOp | None:
   if (g := math.gcd(cv, k, *(f for _, f in terms))) > 1:
     xs = _build_sum(x, [(t, f // g) for t, f in terms], k // g)
     return xs // (cv // g) if op is Ops.IDIV else (xs % (cv // g)) * g
+  # a mod: a constant below the terms' common factor g (g | c) moves out, (g*y + k) % c -> (g*y) % c + k for 0 < k < g and
+  # g*y >= 0, as (g*y) % c is a multiple of g below c (an upcast lane's index: (a*8 + 1) % 32 -> (a%4)*8 + 1)
+  if op is Ops.MOD and terms and 0 < k < math.gcd(cv, *(f for _, f in terms)) and (ts := _build_sum(x, terms, 0)).vmin >= 0: return ts % cv + k
   # within a mod, a remainder (y % m) with c | m is congruent to (y % c)
   reduced_mods = False
   if op is Ops.MOD:
