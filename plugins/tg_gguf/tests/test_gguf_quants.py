@@ -127,3 +127,15 @@ def test_quantized_matmul_is_one_kernel(name: str):
   assert len(kernels) == 1, f"{name}: {len(kernels)} kernels, the dequantization was not fused"
   run_schedule(items)
   np.testing.assert_allclose(y.numpy(), x.numpy() @ w_ref.T, rtol=1e-4, atol=1e-4 * float(np.abs(w_ref).max()) * 16)
+
+def test_same_shape_tensors_share_one_graph():
+  # the dequantize graph is built once per (format, block count, device) and its input substituted: tensors of one shape,
+  # realized together, each dequantize their own blocks, and the graph is not rebuilt for the second
+  from tg_gguf.reader import _dequant_graph
+  raws = [random_blocks("Q4_K", 3, seed=s) for s in (11, 12, 13)]
+  before = _dequant_graph.cache_info()
+  outs = [dequantize(r, Q.Q4_K, (3, 256)) for r in raws]
+  outs[0].realize(*outs[1:])
+  after = _dequant_graph.cache_info()
+  assert after.hits - before.hits >= 2 and after.misses - before.misses <= 1
+  for r, o in zip(raws, outs): assert_same_bits(o.numpy(), gq.dequantize(r.reshape(1, -1), Q.Q4_K).reshape(3, 256), "Q4_K")
