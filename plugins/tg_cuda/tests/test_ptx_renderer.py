@@ -135,7 +135,19 @@ def test_random_and_threefry(dev):
 
 @needs_ptxas
 def test_bad_ptx_is_a_typed_error_with_the_log():
-  with pytest.raises(PTXAssembleError, match="ptxas -arch=sm_90"): check_ptx(".version 7.8\n.target sm_90\n.address_size 64\n.visible .entry k() { bogus.op; }", "sm_90")
+  bad = ".version 7.8\n.target sm_90\n.address_size 64\n.visible .entry k() { bogus.op; }"
+  with pytest.raises(PTXAssembleError, match="ptxas -arch=sm_90"): check_ptx(bad, "sm_90")
+
+def test_without_ptxas_the_interpreter_parser_checks(monkeypatch):
+  import tg_cuda.compiler as comp
+  monkeypatch.setattr(comp, "find_ptxas", lambda: None)
+  with pytest.raises(PTXAssembleError, match="does not parse.*nvidia-cuda-nvcc"):
+    check_ptx(".version 7.8\n.target sm_90\n.address_size 64\n.visible .entry k() { bogus.op; }", "sm_90")
+
+def test_unknown_arch_is_a_typed_error():
+  r = subprocess.run([sys.executable, "-c", "from tg_core import Tensor; Tensor([1]).realize()"], capture_output=True, text=True, timeout=120,
+                     env={**os.environ, "DEV": "NULL:PTX:sm_42"})
+  assert r.returncode != 0 and "ArchUnsupportedError" in r.stderr and "sm_90" in r.stderr, r.stderr[-2000:]
 
 def _kernels_compile(dev_env: str, tmp_path, args: list[str]) -> int:
   """Run pytest `args` with DEV=dev_env (a NULL target: results are not computed, so value checks fail with AssertionError, and
@@ -145,7 +157,7 @@ def _kernels_compile(dev_env: str, tmp_path, args: list[str]) -> int:
                      timeout=900, cwd=REPO)
   errors = set(re.findall(r"^E\s+([A-Za-z_.]*(?:Error|Exception))\b", r.stdout, re.M))
   assert errors <= {"AssertionError"}, (errors, r.stdout[-5000:])
-  assert "passed" in r.stdout or "failed" in r.stdout, r.stdout[-3000:]
+  assert r.returncode in (0, 1), (r.returncode, r.stdout[-3000:], r.stderr[-3000:])  # 1: tests failed (NULL computes nothing); else it broke
   with sqlite3.connect(tmp_path / "cache.db") as c: rows = c.execute("SELECT cachekey FROM compile_v1").fetchall()
   return sum(1 for (key,) in rows if key.startswith("tg_cuda-ptx-") and key.endswith("-checked"))
 
@@ -157,7 +169,6 @@ def test_conformance_kernels_assemble_with_ptxas(arch, tmp_path):
 
 @needs_ptxas
 def test_op_suite_slice_assembles_with_ptxas(tmp_path):
-  """A slice of the op-vs-torch suite (reductions, convolutions, pooling, indexing) under DEV=NULL:PTX:sm_90: every kernel
+  """A slice of the op-vs-torch suite (indexing: gathers, scatters, gated loads) under DEV=NULL:PTX:sm_90: every kernel
   assembles. (The whole suite, ~1300 tests, does too -- see the README -- but takes ~10 minutes on 2 cores.)"""
-  args = [os.path.join(REPO, "tests", "test_ops_reduce.py"), os.path.join(REPO, "tests", "test_ops_indexing.py")]
-  assert _kernels_compile("NULL:PTX:sm_90", tmp_path, args) >= 50
+  assert _kernels_compile("NULL:PTX:sm_90", tmp_path, [os.path.join(REPO, "tests", "test_ops_indexing.py")]) >= 30

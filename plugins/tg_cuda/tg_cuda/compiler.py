@@ -112,7 +112,8 @@ def check_ptx(ptx: str, arch: str) -> None:
     from tg_cuda.mock.ptx_interp import load_module
     from tg_cuda.mock.ptx_parser import parse_ptx
     try: load_module(parse_ptx(ptx), DeviceMemory())
-    except PTXError as e: raise PTXAssembleError(f"PTX for {arch} does not parse (no ptxas installed: `pip install nvidia-cuda-nvcc` checks it fully): {e}") from e
+    except PTXError as e:
+      raise PTXAssembleError(f"PTX for {arch} does not parse (no ptxas installed: `pip install nvidia-cuda-nvcc` checks it fully): {e}") from e
     return
   with tempfile.TemporaryDirectory() as d:
     src = os.path.join(d, "k.ptx")
