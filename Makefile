@@ -44,6 +44,7 @@ test: $(VENV)/.installed-test
 	SPEC=1 DEV=PYTHON $(BIN)/python -m pytest -n 2 --pyargs tg_core.testing --tg-device=PYTHON --tg-strict-renderer
 	SPEC=1 DEV=CPU $(BIN)/python -m pytest -n 2 --pyargs tg_core.testing --tg-device=CPU --tg-strict-renderer
 	SPEC=1 $(BIN)/python -m pytest -n 2 --pyargs tg_core.testing --tg-device=MOCK+CUDA --tg-strict-renderer
+	SPEC=1 $(BIN)/python -m pytest -n 2 --pyargs tg_core.testing --tg-device=MOCK+CUDA:PTX --tg-strict-renderer
 	SPEC=1 DEV=CPU $(BIN)/python -m pytest -n 2 plugins/tg_cpu_x86/tests $(OP_TESTS)
 	SPEC=1 DEV=CPU $(BIN)/python -m pytest -n 2 plugins/tg_gguf/tests
 	SPEC=1 DEV=PYTHON $(BIN)/python -m pytest -n 2 plugins/tg_gguf/tests

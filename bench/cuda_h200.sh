@@ -14,5 +14,7 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader ||
 DEV=CUDA python -m tg_core doctor
 echo "== conformance kit, DEV=CUDA"
 DEV=CUDA timeout 300 python -m pytest -q -p no:cacheprovider -rs --pyargs tg_core.testing --tg-device=CUDA --tg-strict-renderer 2>&1 | tail -15
+echo "== conformance kit, DEV=CUDA:PTX (the PTX renderer, JIT-compiled by the driver)"
+DEV=CUDA:PTX timeout 300 python -m pytest -q -p no:cacheprovider -rs --pyargs tg_core.testing --tg-device=CUDA:PTX --tg-strict-renderer 2>&1 | tail -15
 echo "== matmul vs cuBLAS"
 DEV=CUDA timeout 240 python bench/cuda_matmul.py --sizes 4096 8192 --runs 3

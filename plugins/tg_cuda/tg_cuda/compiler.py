@@ -7,6 +7,9 @@ import ctypes
 import functools
 import glob
 import os
+import shutil
+import subprocess
+import tempfile
 
 from tg_core.device import Compiler, DeviceUnavailableError
 
@@ -87,3 +90,46 @@ class NVRTCCompiler(Compiler):
     out = compile_cuda(src, self.arch, self.cubin)
     return out if self.cubin else out + b"\0"
   def disassemble(self, lib: bytes) -> str | None: return None if self.cubin else lib.rstrip(b"\0").decode()
+
+# *** the PTX renderer's compiler: its PTX goes to the driver as it is; compile-only targets assemble it with ptxas ***
+def find_ptxas() -> str | None:
+  """ptxas on PATH (a CUDA toolkit) or from PyPI's nvidia-cuda-nvcc (nvidia/<cu>/bin/ptxas); None when neither is installed."""
+  if (p := shutil.which("ptxas")) is not None: return p
+  try: import nvidia
+  except ImportError: return None
+  hits = [p for d in nvidia.__path__ for p in sorted(glob.glob(os.path.join(d, "*", "bin", "ptxas")))]
+  return hits[0] if hits else None
+
+class PTXAssembleError(RuntimeError):
+  """ptxas (or, without it, the PTX interpreter's parser) rejected a kernel the PTX renderer made: the message has the log."""
+
+def check_ptx(ptx: str, arch: str) -> None:
+  """Assemble `ptx` for `arch` with ptxas (the CUDA toolkit's, or pip's nvidia-cuda-nvcc); without ptxas, parse and load it with the
+  PTX interpreter, which rejects malformed PTX and instructions it does not know."""
+  if (ptxas := find_ptxas()) is None:
+    from tg_cuda.mock.errors import PTXError
+    from tg_cuda.mock.memory import DeviceMemory
+    from tg_cuda.mock.ptx_interp import load_module
+    from tg_cuda.mock.ptx_parser import parse_ptx
+    try: load_module(parse_ptx(ptx), DeviceMemory())
+    except PTXError as e:
+      raise PTXAssembleError(f"PTX for {arch} does not parse (no ptxas installed: `pip install nvidia-cuda-nvcc` checks it fully): {e}") from e
+    return
+  with tempfile.TemporaryDirectory() as d:
+    src = os.path.join(d, "k.ptx")
+    with open(src, "w") as f: f.write(ptx)
+    r = subprocess.run([ptxas, f"-arch={arch}", src, "-o", os.path.join(d, "k.cubin")], capture_output=True, text=True, timeout=120)
+  if r.returncode != 0:
+    numbered = "\n".join(f"{i + 1:4d} {ln}" for i, ln in enumerate(ptx.splitlines()))
+    raise PTXAssembleError(f"ptxas -arch={arch} rejected the PTX:\n{r.stderr}\n{numbered}")
+
+class PTXCompiler(Compiler):
+  """The PTX renderer's text -> NUL-terminated PTX bytes for cuModuleLoadData (the driver JIT on a GPU, the interpreter on MOCK+CUDA).
+  check=True (NULL:PTX:sm_XX): every kernel is assembled by ptxas for the arch first (see check_ptx)."""
+  def __init__(self, arch: str, check: bool):
+    self.arch, self.check = arch, check
+    super().__init__(cachekey=f"tg_cuda-ptx-{arch}-checked" if check else None)  # (unchecked: the identity, nothing worth caching)
+  def compile(self, src: str) -> bytes:
+    if self.check: check_ptx(src, self.arch)
+    return src.encode() + b"\0"
+  def disassemble(self, lib: bytes) -> str | None: return lib.rstrip(b"\0").decode()

@@ -8,6 +8,7 @@ from typing import Any
 from tg_core.device import Compiled, Device, DeviceUnavailableError
 from tg_cuda.mock.driver import MockCUDA, load_driver
 from tg_cuda.renderer import ARCHS, CUDARenderer
+from tg_cuda.renderer_ptx import PTXRenderer
 from tg_cuda.runtime import CUDAAllocator, CUDAProgram, check
 
 MOCK_ARCH = (8, 0)  # the mock GPU's compute capability: sm_80, the oldest arch with everything the renderers emit
@@ -60,7 +61,9 @@ class CUDADevice(Compiled):
     ren = CUDARenderer(cubin=self.iface != "MOCK")  # the interpreter runs PTX; a GPU gets a cubin made for it
     if self.arch not in ARCHS: raise DeviceUnavailableError(f"{device}: GPU arch {self.arch} is not one tg_cuda targets ({', '.join(ARCHS)})")
     ren.select_arch(self.arch)
-    super().__init__(device, CUDAAllocator(self), [ren], None, CUDAProgram)
+    ptx = PTXRenderer(check=False)  # DEV=CUDA:PTX: the driver JIT-compiles the renderer's PTX (MOCK+CUDA: the interpreter runs it)
+    ptx.select_arch(self.arch)
+    super().__init__(device, CUDAAllocator(self), [ren, ptx], None, CUDAProgram)
 
   def make_current(self) -> None: check(self.drv, self.drv.cuCtxSetCurrent(ctypes.c_void_p(self.ctx)), "cuCtxSetCurrent")
   def synchronize(self) -> None:
