@@ -79,6 +79,18 @@ def test_tiny_matmul_heuristic_skips_unroll():
   assert [o.op for o in opts].count(OptOps.UPCAST) >= 1 and all(o.op is not OptOps.UNROLL for o in opts)
   np.testing.assert_allclose(run_with_opts(Tensor(A) @ Tensor(B), opts), A @ B, rtol=1e-5, atol=1e-5)
 
+def test_wide_column_reduce_takes_the_big_tile_on_its_one_axis():
+  # a matvec x @ W (W is K x N): each reduce step reads a run of a weight row as long as the whole register tile
+  from tg_core.renderer import RendererCaps
+  caps = RendererCaps(vector_upcast=True, vector_width=8, big_reduce_tile=(16, 8))
+  x, w = rnd(1, 2048), rnd(2048, 2048)  # 2^22 multiply-adds: a big kernel
+  items, _ = create_schedule(UOp.sink((Tensor(x) @ Tensor(w)).uop))
+  opts = hand_coded_optimizations(items[0].ast, caps)
+  assert opts == [Opt(OptOps.UPCAST, 0, 16), Opt(OptOps.UPCAST, 0, 8)], opts
+  np.testing.assert_allclose(run_with_opts(Tensor(x) @ Tensor(w), opts), x.astype(np.float64) @ w, rtol=1e-4, atol=1e-3)
+  # the same shape without big_reduce_tile keeps the two-vector tile and the unroll
+  assert [o.op for o in hand_coded_optimizations(items[0].ast, RendererCaps(vector_upcast=True, vector_width=8))] == [OptOps.UPCAST, OptOps.UNROLL]
+
 @pytest.mark.parametrize("opt", [Opt(OptOps.UPCAST, 0, 5), Opt(OptOps.UNROLL, 0, 2), Opt(OptOps.UPCAST, 9, 2), Opt(OptOps.UPCAST, 2, 2)])
 def test_bad_opts_raise(opt: Opt):
   items, _ = create_schedule(UOp.sink((Tensor(A) @ Tensor(B)).uop))
