@@ -2,11 +2,12 @@
 
 Default: square sizes (--sizes), with tinygrad and tg with NUM_CPU_THREADS=1 vs 2. `--shapes`: the table of issue 12
 (M x K x N: square, odd, wide, skinny and matvec shapes, plus 4096^3), tg and numpy GFLOPS and GB/s (operand bytes over
-the time: the figure that bounds a matvec), the NUM_CPU_THREADS=1 vs 2 scaling for shapes >= 1024^3 work and the matvecs,
-the CPU model. A matvec is run in both weight layouts: `x @ W` (W is K x N, the issue's shape) and `x @ W.T` (W is N x K,
-a Linear layer's weight, what an LLM decode step reads). tinygrad's CPU backend needs clang: if it is missing this script
-tries `apt-get install -y clang` (as root) and otherwise skips tinygrad with a message. Each peer runs in its own process;
-times are the best of at least --runs runs spread over at least a second (big shapes: fewer runs)."""
+the time: the figure that bounds a matvec), the NUM_CPU_THREADS=1 vs 2 scaling for shapes >= 1024^3 work and the
+matvecs, the CPU model, and a bf16 2048^3 matmul against torch's. A matvec is run in both weight layouts: `x @ W` (W is
+K x N, the issue's shape) and `x @ W.T` (W is N x K, a Linear layer's weight, what an LLM decode step reads).
+tinygrad's CPU backend needs clang: if it is missing this script tries `apt-get install -y clang` (as root) and
+otherwise skips tinygrad with a message. Each peer runs in its own process; times are the best of at least --runs runs
+spread over at least a second (big shapes: fewer runs)."""
 from __future__ import annotations
 import os
 import argparse
@@ -40,6 +41,23 @@ print(tinygrad_time(lambda: ta @ tb, {runs}))""")
     print(f"tinygrad failed: {str(e).strip().splitlines()[-1] if str(e).strip() else e}")
     return None
 
+BF16_N = 2048
+def bf16_line(runs: int) -> str:
+  """bf16 matmul (fp32 accumulation) at 2048^3: tg vs torch CPU, same run, and which bf16 matrix extensions the host has
+  (the issue's goal, tg >= torch, applies where it has AMX or AVX512_BF16; elsewhere both convert to fp32 and multiply)."""
+  n, flops = BF16_N, 2 * BF16_N ** 3
+  t_tg = run_py(TG_KERNEL_TIMER + _inputs(n, n, n, False) + f"""from tg_core import dtypes
+ta, tb = Tensor(a, device="CPU").cast(dtypes.bfloat16).realize(), Tensor(b, device="CPU").cast(dtypes.bfloat16).realize()
+print(tg_time(lambda: ta @ tb, {runs}))""")
+  t_torch = run_py("import numpy as np, torch\nfrom _timing import best_of\n" + _inputs(n, n, n, False) +
+                   f"ta, tb = torch.from_numpy(a).bfloat16(), torch.from_numpy(b).bfloat16()\nprint(best_of(lambda: ta @ tb, {runs}))")
+  try:
+    with open("/proc/cpuinfo") as f: flags = set(next((ln.split(":", 1)[1].split() for ln in f if ln.startswith("flags")), []))
+  except OSError: flags = set()
+  ext = [x for x in ("amx_bf16", "avx512_bf16") if x in flags] or ["none (neither amx_bf16 nor avx512_bf16)"]
+  return (f"bf16 {n}x{n}x{n}: tg {flops/t_tg*1e-9:7.1f} GFLOPS | torch {flops/t_torch*1e-9:7.1f} | tg/torch {t_torch/t_tg:5.2f}x | "
+          f"host bf16 matrix extensions: {', '.join(ext)}")
+
 def squares(args: argparse.Namespace) -> None:
   tiny = have_tinygrad()
   for n in args.sizes:
@@ -68,6 +86,7 @@ def shapes(args: argparse.Namespace) -> None:
     name = f"{m}x{k}x{n}" + (" x@W.T" if tr else " x@W" if m == 1 else "")
     print(f"{name:>24} | {flops/t_tg*1e-9:9.1f} | {flops/t_np*1e-9:12.1f} | {t_np/t_tg:7.2f}x | {nbytes/t_tg*1e-9:7.1f} | {nbytes/t_np*1e-9:10.1f} | {scaling}",
           flush=True)
+  print(bf16_line(max(1, min(args.runs, 3))))
 
 def main() -> None:
   ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
