@@ -92,7 +92,8 @@ def test_wide_column_reduce_takes_the_big_tile_on_its_one_axis():
   assert [o.op for o in hand_coded_optimizations(items[0].ast, RendererCaps(vector_upcast=True, vector_width=8))] == [OptOps.UPCAST, OptOps.UNROLL]
 
 SWAP_CASES = [[Opt(OptOps.SWAP, 0, 1)], [Opt(OptOps.UPCAST, 1, 3), Opt(OptOps.UPCAST, 0, 4), Opt(OptOps.SWAP, 0, 1)],
-              [Opt(OptOps.UPCAST, 0, 2), Opt(OptOps.SWAP, 1, 0), Opt(OptOps.UNROLL, 3, 4)]]
+              [Opt(OptOps.UPCAST, 0, 2), Opt(OptOps.SWAP, 1, 0), Opt(OptOps.UNROLL, 3, 4)],
+              [Opt(OptOps.SPLIT, 0, 2), Opt(OptOps.UPCAST, 1, 2), Opt(OptOps.SWAP, 1, 2)]]
 @pytest.mark.parametrize("opts", SWAP_CASES, ids=str)
 @pytest.mark.parametrize("device", [None, "PYTHON"])
 def test_swap_changes_the_loop_order_not_the_values(opts: list[Opt], device: str | None):
@@ -102,9 +103,29 @@ def test_swap_changes_the_loop_order_not_the_values(opts: list[Opt], device: str
   items, _ = create_schedule(UOp.sink((Tensor(A, device="PYTHON") @ Tensor(B, device="PYTHON")).uop))
   from tg_core.renderer import Renderer, RendererCaps
   class Loops(Renderer): caps = RendererCaps(has_grid=False, has_local=False, local_max=(1,))  # output axes stay loops
-  def outer_loop(o: list[Opt]) -> int:  # the axis id of the first loop the program opens
-    return next(u.arg[0] for u in linearize(full_rewrite_to_sink(items[0].ast, Loops(), o)) if u.op.name == "RANGE")
-  assert outer_loop([o for o in opts if o.op is not OptOps.SWAP]) != outer_loop(opts)
+  def loop_order(o: list[Opt]) -> list[int]:  # the axis ids of the loops in the order the program opens them
+    return [u.arg[0] for u in linearize(full_rewrite_to_sink(items[0].ast, Loops(), o)) if u.op.name == "RANGE"]
+  unswapped = loop_order([o for o in opts if o.op is not OptOps.SWAP])
+  assert loop_order(opts) != unswapped and sorted(loop_order(opts)) == sorted(unswapped)
+
+@pytest.mark.parametrize("device", [None, "PYTHON"])
+def test_cache_block_of_the_streamed_operand_matches_numpy(device: str | None):
+  # caches declared small enough that a 64x1024x64 matmul's A outgrows half the last level: its rows come in blocks
+  import dataclasses
+  from tg_core.renderer import RendererCaps
+  x, w = rnd(64, 1024), rnd(1024, 64)
+  caps = RendererCaps(vector_upcast=True, vector_width=8, big_reduce_tile=(16, 8), cache_sizes=(1024, 4096, 262144))
+  items, _ = create_schedule(UOp.sink((Tensor(x) @ Tensor(w)).uop))
+  opts = hand_coded_optimizations(items[0].ast, caps)
+  assert [o.op for o in opts[2:]] == [OptOps.SWAP, OptOps.SPLIT, OptOps.SWAP], opts
+  np.testing.assert_allclose(run_with_opts(Tensor(x, device=device) @ Tensor(w, device=device), opts), x.astype(np.float64) @ w, rtol=1e-4, atol=1e-3)
+  # without a last level that small: the swap alone
+  assert [o.op for o in hand_coded_optimizations(items[0].ast, dataclasses.replace(caps, cache_sizes=(1024, 4096, 1 << 25)))][2:] == [OptOps.SWAP]
+
+@pytest.mark.parametrize("opt", [Opt(OptOps.SPLIT, 0, 8), Opt(OptOps.SPLIT, 0, 3), Opt(OptOps.SPLIT, 2, 2)])
+def test_bad_splits_raise(opt: Opt):
+  items, _ = create_schedule(UOp.sink((Tensor(A) @ Tensor(B)).uop))  # axes 8, 6 and the reduce, 12
+  with pytest.raises(KernelOptError): apply_opt(items[0].ast, opt)
 
 @pytest.mark.parametrize("opt", [Opt(OptOps.SWAP, 0, 0), Opt(OptOps.SWAP, 0, 2), Opt(OptOps.SWAP, 0, None), Opt(OptOps.SWAP, 0, 7)])
 def test_bad_swaps_raise(opt: Opt):

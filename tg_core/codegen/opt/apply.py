@@ -2,7 +2,8 @@
 
 Ranges are numbered in `kernel_axes` order: output (LOOP) ranges first, then reduce ranges, each by axis id.
 UPCAST splits an output range and computes `amt` outputs per thread; UNROLL splits a reduce range and folds `amt`
-reduce steps into one loop iteration; LOCAL splits an output range into a workgroup dimension; SWAP exchanges the
+reduce steps into one loop iteration; LOCAL splits an output range into a workgroup dimension; SPLIT splits an output
+range into an outer loop and an inner loop of `amt` iterations (a cache block around the register tile); SWAP exchanges the
 nesting of two output loops (`axis` and `arg`, both output ranges): the loop order decides which operand a cache keeps
 while the other streams past it (values don't change, only the order the outputs are computed in)."""
 from __future__ import annotations
@@ -18,7 +19,7 @@ from tg_core.uop.rewrite import graph_rewrite
 
 class OptOps(Enum):
   UPCAST = auto(); UNROLL = auto(); LOCAL = auto(); NOLOCALS = auto()  # noqa: E702
-  SWAP = auto()
+  SWAP = auto(); SPLIT = auto()  # noqa: E702
   def __repr__(self) -> str: return f"OptOps.{self.name}"
 
 @dataclass(frozen=True, order=True)
@@ -42,6 +43,7 @@ def _range_size(r: UOp) -> int:
   if r.src[0].op is not Ops.CONST: raise KernelOptError("symbolic range size")
   return int(r.src[0].arg)
 
+_OUT = (AxisType.LOOP, AxisType.GLOBAL)
 def apply_opt(ast: UOp, opt: Opt) -> UOp:
   axes = kernel_axes(ast)
   if opt.op is OptOps.NOLOCALS: return ast.replace(arg=_with_opts(ast.arg, opt, dont_use_locals=True))
@@ -49,12 +51,13 @@ def apply_opt(ast: UOp, opt: Opt) -> UOp:
   r = axes[opt.axis]
   if opt.op is OptOps.SWAP: return _swap_loops(ast, opt, axes)
   size, amt = _range_size(r), opt.arg or 0
-  want = {OptOps.UPCAST: (AxisType.LOOP, AxisType.GLOBAL), OptOps.LOCAL: (AxisType.LOOP, AxisType.GLOBAL), OptOps.UNROLL: (AxisType.REDUCE,)}[opt.op]
+  want = {OptOps.UPCAST: _OUT, OptOps.LOCAL: _OUT, OptOps.SPLIT: _OUT, OptOps.UNROLL: (AxisType.REDUCE,)}[opt.op]
   if r.arg[1] not in want: raise KernelOptError(f"{opt.op} needs an axis of type {want}, axis {opt.axis} is {r.arg[1]}")
   if amt == 0: amt = size
   if amt <= 1 or size % amt != 0: raise KernelOptError(f"{opt.op} by {amt} doesn't divide axis {opt.axis} of size {size}")
   if opt.op in (OptOps.UPCAST, OptOps.UNROLL) and amt > 32: raise KernelOptError(f"{opt.op} by {amt} is too large")
-  new_type = {OptOps.UPCAST: AxisType.UPCAST, OptOps.UNROLL: AxisType.UNROLL, OptOps.LOCAL: AxisType.LOCAL}[opt.op]
+  if opt.op is OptOps.SPLIT and amt == size: raise KernelOptError(f"SPLIT by {amt} leaves axis {opt.axis} of size {size} whole")
+  new_type = {OptOps.UPCAST: AxisType.UPCAST, OptOps.UNROLL: AxisType.UNROLL, OptOps.LOCAL: AxisType.LOCAL, OptOps.SPLIT: r.arg[1]}[opt.op]
   next_id = max(x.arg[0] for x in axes) + 1
   inner = UOp.range(amt, next_id, new_type, r.dtype)
   if amt == size: repl, outer = inner, None
@@ -67,7 +70,6 @@ def apply_opt(ast: UOp, opt: Opt) -> UOp:
                                            (UPat(Ops.REDUCE, name="e"), functools.partial(_fix_reduce, old=repl, new=(outer, inner)))]), name="fix ends")
   return ret.replace(arg=_with_opts(ret.arg, opt))
 
-_OUT = (AxisType.LOOP, AxisType.GLOBAL)
 def _swap_loops(ast: UOp, opt: Opt, axes: list[UOp]) -> UOp:
   """SWAP: the ENDs that close axis `opt.axis` close axis `opt.arg` and the other way round (loops nest as their ENDs do,
   see codegen/linearize.py); the bodies are untouched."""

@@ -22,7 +22,7 @@ def hand_coded_optimizations(ast: UOp, caps: RendererCaps | None = None) -> list
   `x @ W` with W K x N, column sums) takes the whole `big_reduce_tile` on that axis: each reduce step then reads a run of
   a weight row as long as the register tile (128 floats = 8 cache lines), which the prefetcher streams; 16 floats a row
   were a page walk and a cache miss each (1x4096x4096 fp32, same run: 0.44 -> 0.82-0.93x numpy). Targets that declare
-  their `cache_sizes` also get the loop order of a big matmul chosen for cache reuse (`_loop_swap`)."""
+  their `cache_sizes` also get the loop order (and a cache block) of a big matmul chosen for reuse (`_loop_order`)."""
   if caps is None:
     from tg_core.renderer import RendererCaps
     caps = RendererCaps()
@@ -61,9 +61,10 @@ def hand_coded_optimizations(ast: UOp, caps: RendererCaps | None = None) -> list
     if not big and not tiny and axes[red_axes[-1]] in (cur_axes := kernel_axes(cur)):
       amts = _halvings(width) if len(out_axes) == 1 and width > 4 and not col_reduce else (4, 2)
       cur = first_fit(cur, OptOps.UNROLL, cur_axes.index(axes[red_axes[-1]]), amts)
-    if big and len(red_axes) == 1 and len(caps.cache_sizes) >= 2 and (swap := _loop_swap(cur, caps.cache_sizes[1])) is not None:
-      cur = apply_opt(cur, swap)
-      opts.append(swap)
+    if big and len(red_axes) == 1 and len(caps.cache_sizes) >= 2:
+      for o in _loop_order(cur, caps.cache_sizes):
+        cur = apply_opt(cur, o)
+        opts.append(o)
   elif out_axes:
     cur = first_fit(cur, OptOps.UPCAST, out_axes[-1], _halvings(max(width, 4)))
     # loads strided along the stores (a transpose): a few steps of an axis they are contiguous in share their cache lines
@@ -74,28 +75,42 @@ def hand_coded_optimizations(ast: UOp, caps: RendererCaps | None = None) -> list
           break
   return opts
 
-def _loop_swap(ast: UOp, l2: int) -> Opt | None:
+def _loop_order(ast: UOp, caches: tuple[int, ...]) -> list[Opt]:
   """Loop order for cache reuse in a tiled kernel with two output loops and one reduce (a matmul): the operand read with
   a stride along the reduce (B's columns in A @ B) should stay in cache while the operand read contiguously along it (A's
-  rows, which prefetchers stream) walks past, so the output loop the strided operand depends on goes outside. Only when
-  that operand outgrows the L2 (`l2` bytes; else re-reading it is cheap) and is at least as big as the output (else the
-  output's stores dominate and keep the order that writes them contiguously). 1024^3 fp32, same run: 3x; 4096x64x4096
-  (the output dominates): keeps its order."""
+  rows, which prefetchers stream) walks past, so the output loop the strided operand depends on goes outside (SWAP). Only
+  when that operand outgrows the L2 (`caches[1]`; else re-reading it is cheap) and is at least as big as the output
+  (else the output's stores dominate and keep the order that writes them contiguously). 1024^3 fp32, same run: 3x;
+  4096x64x4096 (the output dominates): keeps its order. When the streamed operand also outgrows half the last cache
+  level, it is read in blocks of a quarter of that level (SPLIT its loop, the block loop outermost): each block stays
+  cached while all of the strided operand's column panels pass over it, instead of streaming from memory once per panel."""
   axes = kernel_axes(ast)
   loops = [r for r in axes if r.arg[1] in (AxisType.LOOP, AxisType.GLOBAL)]
   reds = [r for r in axes if r.arg[1] is AxisType.REDUCE]
-  if len(loops) != 2 or len(reds) != 1: return None
+  if len(loops) != 2 or len(reds) != 1: return []
   ends = {r: next((u for u in ast.toposort() if u.op is Ops.END and r in u.src[1:]), None) for r in loops}
-  if any(e is None for e in ends.values()): return None
+  if any(e is None for e in ends.values()): return []
   inner, outer = loops if ends[loops[0]] in ends[loops[1]].toposort() else loops[::-1]  # type: ignore[union-attr]
   mem = [u for u in ast.toposort() if u.op in (Ops.LOAD, Ops.STORE) and u.src[0].op is Ops.INDEX and u.src[0].src[0].op is Ops.PARAM]
   def nbytes(u: UOp) -> int: return (u.src[0].src[0].arg.size or 0) * u.src[0].src[0].dtype.itemsize
+  def uses(u: UOp, r: UOp) -> bool: return r in u.src[0].src[1].toposort()
   out_bytes = sum(nbytes(u) for u in mem if u.op is Ops.STORE)
-  strided = [u for u in mem if u.op is Ops.LOAD and access_strides(u, reds[0], Ops.LOAD)[-1] not in (0, 1)]
-  if len(strided) != 1 or nbytes(strided[0]) <= l2 or nbytes(strided[0]) < out_bytes: return None
-  deps = strided[0].src[0].src[1].toposort()
-  if inner not in deps or outer in deps: return None
-  return Opt(OptOps.SWAP, axes.index(outer), axes.index(inner))
+  loads = [(u, access_strides(u, reds[0], Ops.LOAD)[-1]) for u in mem if u.op is Ops.LOAD]
+  strided, streamed = [u for u, st in loads if st not in (0, 1)], [u for u, st in loads if st == 1]
+  if len(strided) != 1 or nbytes(strided[0]) <= caches[1] or nbytes(strided[0]) < out_bytes: return []
+  if not uses(strided[0], inner) or uses(strided[0], outer): return []
+  # the loop of the strided operand (`inner` now) goes outside the streamed operand's loop (`outer` now)
+  opts = [Opt(OptOps.SWAP, axes.index(outer), axes.index(inner))]
+  if len(caches) >= 3 and len(streamed) == 1 and (sbytes := nbytes(streamed[0])) > caches[-1] // 2 and uses(streamed[0], outer):
+    size = _range_size_or_0(outer)
+    fit = (caches[-1] // 4) * size // sbytes
+    if (blk := max((d for d in range(2, min(fit, size - 1) + 1) if size % d == 0), default=1)) > 1:
+      # SPLIT keeps the block loop at `outer`'s index and adds the loop over the blk steps of a block innermost of the
+      # output loops; swapping the block loop with `inner` makes the order: block > inner > the steps of a block
+      opts += [Opt(OptOps.SPLIT, axes.index(outer), blk), Opt(OptOps.SWAP, axes.index(inner), axes.index(outer))]
+  return opts
+
+def _range_size_or_0(r: UOp) -> int: return int(r.src[0].arg) if r.src[0].op is Ops.CONST else 0
 
 def _loads_strided(x: UOp, r: UOp) -> bool:
   """Does some load in x step through memory with a stride other than 0 or 1 along r?"""
