@@ -22,7 +22,7 @@ def hand_coded_optimizations(ast: UOp, caps: RendererCaps | None = None) -> list
   `x @ W` with W K x N, column sums) takes the whole `big_reduce_tile` on that axis: each reduce step then reads a run of
   a weight row as long as the register tile (128 floats = 8 cache lines), which the prefetcher streams; 16 floats a row
   were a page walk and a cache miss each (1x4096x4096 fp32, same run: 0.44 -> 0.82-0.93x numpy). Targets that declare
-  their `cache_sizes` also get the loop order (and a cache block) of a big matmul chosen for reuse (`_loop_order`)."""
+  their `cache_sizes` also get the loop order of a big matmul chosen for cache reuse (`_loop_order`)."""
   if caps is None:
     from tg_core.renderer import RendererCaps
     caps = RendererCaps()
@@ -81,9 +81,9 @@ def _loop_order(ast: UOp, caches: tuple[int, ...]) -> list[Opt]:
   rows, which prefetchers stream) walks past, so the output loop the strided operand depends on goes outside (SWAP). Only
   when that operand outgrows the L2 (`caches[1]`; else re-reading it is cheap) and is at least as big as the output
   (else the output's stores dominate and keep the order that writes them contiguously). 1024^3 fp32, same run: 3x;
-  4096x64x4096 (the output dominates): keeps its order. When the streamed operand also outgrows half the last cache
-  level, it is read in blocks of a quarter of that level (SPLIT its loop, the block loop outermost): each block stays
-  cached while all of the strided operand's column panels pass over it, instead of streaming from memory once per panel."""
+  4096x64x4096 (the output dominates): keeps its order. (A block of the streamed operand around this, SPLIT + SWAP so
+  it stays in the last cache level while every panel of the strided one passes, measured no faster at 4096^3 on a
+  shared 2-core VM: without packing, the strided operand then comes from memory once per block. Not applied.)"""
   axes = kernel_axes(ast)
   loops = [r for r in axes if r.arg[1] in (AxisType.LOOP, AxisType.GLOBAL)]
   reds = [r for r in axes if r.arg[1] is AxisType.REDUCE]
@@ -96,21 +96,11 @@ def _loop_order(ast: UOp, caches: tuple[int, ...]) -> list[Opt]:
   def uses(u: UOp, r: UOp) -> bool: return r in u.src[0].src[1].toposort()
   out_bytes = sum(nbytes(u) for u in mem if u.op is Ops.STORE)
   loads = [(u, access_strides(u, reds[0], Ops.LOAD)[-1]) for u in mem if u.op is Ops.LOAD]
-  strided, streamed = [u for u, st in loads if st not in (0, 1)], [u for u, st in loads if st == 1]
+  strided = [u for u, st in loads if st not in (0, 1)]
   if len(strided) != 1 or nbytes(strided[0]) <= caches[1] or nbytes(strided[0]) < out_bytes: return []
   if not uses(strided[0], inner) or uses(strided[0], outer): return []
   # the loop of the strided operand (`inner` now) goes outside the streamed operand's loop (`outer` now)
-  opts = [Opt(OptOps.SWAP, axes.index(outer), axes.index(inner))]
-  if len(caches) >= 3 and len(streamed) == 1 and (sbytes := nbytes(streamed[0])) > caches[-1] // 2 and uses(streamed[0], outer):
-    size = _range_size_or_0(outer)
-    fit = (caches[-1] // 4) * size // sbytes
-    if (blk := max((d for d in range(2, min(fit, size - 1) + 1) if size % d == 0), default=1)) > 1:
-      # SPLIT keeps the block loop at `outer`'s index and adds the loop over the blk steps of a block innermost of the
-      # output loops; swapping the block loop with `inner` makes the order: block > inner > the steps of a block
-      opts += [Opt(OptOps.SPLIT, axes.index(outer), blk), Opt(OptOps.SWAP, axes.index(inner), axes.index(outer))]
-  return opts
-
-def _range_size_or_0(r: UOp) -> int: return int(r.src[0].arg) if r.src[0].op is Ops.CONST else 0
+  return [Opt(OptOps.SWAP, axes.index(outer), axes.index(inner))]
 
 def _loads_strided(x: UOp, r: UOp) -> bool:
   """Does some load in x step through memory with a stride other than 0 or 1 along r?"""
