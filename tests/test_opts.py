@@ -79,6 +79,65 @@ def test_tiny_matmul_heuristic_skips_unroll():
   assert [o.op for o in opts].count(OptOps.UPCAST) >= 1 and all(o.op is not OptOps.UNROLL for o in opts)
   np.testing.assert_allclose(run_with_opts(Tensor(A) @ Tensor(B), opts), A @ B, rtol=1e-5, atol=1e-5)
 
+def test_wide_column_reduce_takes_the_big_tile_on_its_one_axis():
+  # a matvec x @ W (W is K x N): each reduce step reads a run of a weight row as long as the whole register tile
+  from tg_core.renderer import RendererCaps
+  caps = RendererCaps(vector_upcast=True, vector_width=8, big_reduce_tile=(16, 8))
+  x, w = rnd(1, 2048), rnd(2048, 2048)  # 2^22 multiply-adds: a big kernel
+  items, _ = create_schedule(UOp.sink((Tensor(x) @ Tensor(w)).uop))
+  opts = hand_coded_optimizations(items[0].ast, caps)
+  assert opts == [Opt(OptOps.UPCAST, 0, 16), Opt(OptOps.UPCAST, 0, 8)], opts
+  np.testing.assert_allclose(run_with_opts(Tensor(x) @ Tensor(w), opts), x.astype(np.float64) @ w, rtol=1e-4, atol=1e-3)
+  # the same shape without big_reduce_tile keeps the two-vector tile and the unroll
+  assert [o.op for o in hand_coded_optimizations(items[0].ast, RendererCaps(vector_upcast=True, vector_width=8))] == [OptOps.UPCAST, OptOps.UNROLL]
+
+SWAP_CASES = [[Opt(OptOps.SWAP, 0, 1)], [Opt(OptOps.UPCAST, 1, 3), Opt(OptOps.UPCAST, 0, 4), Opt(OptOps.SWAP, 0, 1)],
+              [Opt(OptOps.UPCAST, 0, 2), Opt(OptOps.SWAP, 1, 0), Opt(OptOps.UNROLL, 3, 4)],
+              [Opt(OptOps.SPLIT, 0, 2), Opt(OptOps.UPCAST, 1, 2), Opt(OptOps.SWAP, 1, 2)]]
+@pytest.mark.parametrize("opts", SWAP_CASES, ids=str)
+@pytest.mark.parametrize("device", [None, "PYTHON"])
+def test_swap_changes_the_loop_order_not_the_values(opts: list[Opt], device: str | None):
+  np.testing.assert_allclose(run_with_opts(Tensor(A, device=device) @ Tensor(B, device=device), opts), A @ B, rtol=1e-5, atol=1e-5)
+  from tg_core.codegen.linearize import linearize
+  from tg_core.codegen import full_rewrite_to_sink
+  items, _ = create_schedule(UOp.sink((Tensor(A, device="PYTHON") @ Tensor(B, device="PYTHON")).uop))
+  from tg_core.renderer import Renderer, RendererCaps
+  class Loops(Renderer): caps = RendererCaps(has_grid=False, has_local=False, local_max=(1,))  # output axes stay loops
+  def loop_order(o: list[Opt]) -> list[int]:  # the axis ids of the loops in the order the program opens them
+    return [u.arg[0] for u in linearize(full_rewrite_to_sink(items[0].ast, Loops(), o)) if u.op.name == "RANGE"]
+  unswapped = loop_order([o for o in opts if o.op is not OptOps.SWAP])
+  assert loop_order(opts) != unswapped and sorted(loop_order(opts)) == sorted(unswapped)
+
+@pytest.mark.parametrize("device", [None, "PYTHON"])
+def test_cache_block_of_the_streamed_operand_matches_numpy(device: str | None):
+  # the register tile, then A's rows in blocks of 4 tiles: block > B's column panels > the tiles of a block
+  x, w = rnd(64, 256), rnd(256, 64)
+  opts = [Opt(OptOps.UPCAST, 1, 16), Opt(OptOps.UPCAST, 0, 8), Opt(OptOps.SWAP, 0, 1), Opt(OptOps.SPLIT, 0, 4), Opt(OptOps.SWAP, 1, 0)]
+  np.testing.assert_allclose(run_with_opts(Tensor(x, device=device) @ Tensor(w, device=device), opts), x.astype(np.float64) @ w, rtol=1e-4, atol=1e-3)
+
+@pytest.mark.parametrize("opt", [Opt(OptOps.SPLIT, 0, 8), Opt(OptOps.SPLIT, 0, 3), Opt(OptOps.SPLIT, 2, 2)])
+def test_bad_splits_raise(opt: Opt):
+  items, _ = create_schedule(UOp.sink((Tensor(A) @ Tensor(B)).uop))  # axes 8, 6 and the reduce, 12
+  with pytest.raises(KernelOptError): apply_opt(items[0].ast, opt)
+
+@pytest.mark.parametrize("opt", [Opt(OptOps.SWAP, 0, 0), Opt(OptOps.SWAP, 0, 2), Opt(OptOps.SWAP, 0, None), Opt(OptOps.SWAP, 0, 7)])
+def test_bad_swaps_raise(opt: Opt):
+  items, _ = create_schedule(UOp.sink((Tensor(A) @ Tensor(B)).uop))
+  with pytest.raises(KernelOptError, match="SWAP"): apply_opt(items[0].ast, opt)
+
+def test_matmul_loop_order_follows_the_declared_l2():
+  # B (strided along the reduce) stays in cache while A streams, once B outgrows the L2 and is at least as big as the output
+  from tg_core.renderer import RendererCaps
+  cpu = {"vector_upcast": True, "vector_width": 8, "big_reduce_tile": (16, 8)}
+  def opts(m: int, k: int, n: int, **caps: object) -> list[Opt]:
+    items, _ = create_schedule(UOp.sink((Tensor.empty(m, k, device="NULL") @ Tensor.empty(k, n, device="NULL")).uop))
+    return hand_coded_optimizations(items[0].ast, RendererCaps(**{**cpu, **caps}))  # type: ignore[arg-type]
+  assert opts(1024, 1024, 1024, cache_sizes=(32768, 524288))[-1].op is OptOps.SWAP
+  assert opts(64, 4096, 64, cache_sizes=(32768, 524288))[-1].op is OptOps.SWAP
+  assert all(o.op is not OptOps.SWAP for o in opts(4096, 64, 4096, cache_sizes=(32768, 524288)))  # the output dominates
+  assert all(o.op is not OptOps.SWAP for o in opts(1024, 1024, 1024, cache_sizes=(32768, 8 << 20)))  # B fits the L2
+  assert all(o.op is not OptOps.SWAP for o in opts(1024, 1024, 1024))  # caches unknown
+
 @pytest.mark.parametrize("opt", [Opt(OptOps.UPCAST, 0, 5), Opt(OptOps.UNROLL, 0, 2), Opt(OptOps.UPCAST, 9, 2), Opt(OptOps.UPCAST, 2, 2)])
 def test_bad_opts_raise(opt: Opt):
   items, _ = create_schedule(UOp.sink((Tensor(A) @ Tensor(B)).uop))

@@ -84,6 +84,7 @@ def test_caps_validation():
   with pytest.raises(ValueError, match="global_max"): RendererCaps(has_grid=True, global_max=())
   with pytest.raises(ValueError, match="native_dtypes"): RendererCaps(native_dtypes=frozenset({"float32"}))  # type: ignore[arg-type]
   with pytest.raises(ValueError, match="big_reduce_tile"): RendererCaps(big_reduce_tile=(16,))  # type: ignore[arg-type]
+  with pytest.raises(ValueError, match="cache_sizes"): RendererCaps(cache_sizes=(32768, 0))
   with pytest.raises(ValueError, match="arch"): RendererCaps(archs=("sm_80",), arch="sm_90")
   with pytest.raises(ValueError, match="tensor_cores"): RendererCaps(tensor_cores=((16, 8, 16),))  # type: ignore[arg-type]
   with pytest.raises(ValueError, match="dims"): TensorCore((16, 8), dtypes.half, dtypes.float)  # type: ignore[arg-type]

@@ -65,6 +65,9 @@ class RendererCaps:
   # much so neighbouring steps share cache lines (0: off)
   big_reduce_tile: tuple[int, int] | None = None
   transpose_tile: int = 0
+  # bytes of data cache at each level one core uses, innermost first (L1d, L2, L3, ...; a shared level counts whole);
+  # () when unknown. The heuristic orders a big matmul's loops for reuse when it knows the L2 (codegen/opt/heuristic.py)
+  cache_sizes: tuple[int, ...] = ()
   # the archs the renderer can target (DEV=DEVICE:RENDERER:arch picks one, an arch not listed is an error) and the one it
   # targets now ("" when it takes no arch)
   archs: tuple[str, ...] = ()
@@ -79,7 +82,7 @@ class RendererCaps:
     for name in ("vector_width", "shared_max", "native_reduce_limit", "transpose_tile"):
       if not isinstance(getattr(self, name), int) or getattr(self, name) < 0: raise bad(name, "a non-negative int")
     if self.vector_width < 1: raise bad("vector_width", "at least 1")
-    for name in ("global_max", "local_max"):
+    for name in ("global_max", "local_max", "cache_sizes"):
       if not (isinstance(v := getattr(self, name), tuple) and all(isinstance(x, int) and x > 0 for x in v)): raise bad(name, "a tuple of positive ints")
     if self.has_grid and not self.global_max: raise bad("global_max", "non-empty when has_grid")
     if self.has_local and not self.local_max: raise bad("local_max", "non-empty when has_local")

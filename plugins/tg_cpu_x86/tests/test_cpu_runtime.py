@@ -148,6 +148,17 @@ def test_allocator_zero_copy_views_and_transfer() -> None:
   np.testing.assert_array_equal(other.numpy(), b.numpy())
   del v
 
+def test_large_buffer_starts_on_a_huge_page() -> None:
+  from tg_cpu_x86.allocator import HUGE_PAGE
+  n = HUGE_PAGE + 12  # floats: a buffer of 8 MiB and a bit, not a multiple of the huge page
+  x = np.random.default_rng(0).standard_normal(n).astype(np.float32)
+  b = Buffer("CPU", n, dtypes.float32).allocate()
+  assert b._buf.addr % HUGE_PAGE == 0 and b.nbytes == 4 * n
+  b.copyin(memoryview(x).cast("B"))
+  np.testing.assert_array_equal(np.frombuffer(b.as_buffer(force_zero_copy=True), dtype=np.float32), x)
+  t = Tensor(x, device="CPU")
+  np.testing.assert_allclose((t * 2).sum().item(), float((x.astype(np.float64) * 2).sum()), rtol=1e-4)
+
 def test_external_ptr_and_empty_buffer() -> None:
   from tg_core.device import BufferSpec
   host = np.arange(8, dtype=np.int32)

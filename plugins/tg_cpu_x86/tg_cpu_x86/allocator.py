@@ -1,11 +1,20 @@
 """Host memory for the CPU device: page-aligned anonymous mmaps. Kernels get raw addresses; Python sees the same memory
-through zero-copy memoryviews (`_as_buffer`), and views (`_offset`) share their base's memory."""
+through zero-copy memoryviews (`_as_buffer`), and views (`_offset`) share their base's memory.
+
+Buffers of at least `HUGE_PAGE` bytes start on a huge-page boundary and ask for transparent huge pages (Linux, THP in
+`madvise` mode or `always`): a matvec that walks weight rows touches a new 4 KiB page every row, and the page walks halved
+its bandwidth (1x4096x4096 fp32 matvec, measured in one run: 1.3 -> 2.9 GB/s for x@W, 9 -> 16 GB/s for x@W.T). numpy does
+the same for its large arrays."""
 from __future__ import annotations
 import ctypes
 import mmap
 from typing import Any
 
 from tg_core.device import BufferSpec, Compiled, LRUAllocator
+
+HUGE_PAGE = 2 << 20
+# the advice is Linux-only (mmap has no MADV_HUGEPAGE elsewhere): without it buffers are plain pages
+_MADV_HUGEPAGE: int | None = mmap.MADV_HUGEPAGE if hasattr(mmap, "MADV_HUGEPAGE") else None
 
 class CPUBuffer:
   """The opaque of a CPU buffer: its address, size and a flat byte memoryview of it. `owner` keeps the memory alive."""
@@ -23,10 +32,18 @@ class CPUAllocator(LRUAllocator[CPUBuffer]):
       ret = CPUBuffer(options.external_ptr, size, memoryview(carr).cast("B")[:size])
       ret._carr = carr
       return ret
-    try: mm = mmap.mmap(-1, max(size, 1), flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS, prot=mmap.PROT_READ | mmap.PROT_WRITE)
+    huge = size >= HUGE_PAGE and _MADV_HUGEPAGE is not None
+    # a huge buffer maps one huge page more (address space only: untouched pages cost nothing) to start on a boundary
+    try: mm = mmap.mmap(-1, max(size, 1) + (HUGE_PAGE if huge else 0), flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS, prot=mmap.PROT_READ | mmap.PROT_WRITE)
     except OSError as e: raise MemoryError(f"CPU: can't allocate {size} bytes: {e}") from e
-    carr = (ctypes.c_uint8 * max(size, 1)).from_buffer(mm)
-    ret = CPUBuffer(ctypes.addressof(carr), size, memoryview(mm)[:size])
+    off = 0
+    if huge:
+      base = ctypes.addressof(ctypes.c_uint8.from_buffer(mm))
+      off = -base % HUGE_PAGE
+      try: mm.madvise(_MADV_HUGEPAGE)
+      except OSError: pass  # THP disabled ("never"): plain pages, same results
+    carr = (ctypes.c_uint8 * max(size, 1)).from_buffer(mm, off)
+    ret = CPUBuffer(ctypes.addressof(carr), size, memoryview(mm)[off:off + size])
     ret._mm, ret._carr = mm, carr
     return ret
 

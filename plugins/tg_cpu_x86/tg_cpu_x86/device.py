@@ -6,6 +6,7 @@ import functools
 from tg_core.device import Compiled
 from tg_cpu_x86.allocator import CPUAllocator
 from tg_cpu_x86.compiler import LLVMCompiler, host_target
+from tg_cpu_x86.host import cache_sizes
 from tg_cpu_x86.renderer import LLVMRenderer
 from tg_cpu_x86.runtime import CPUProgram
 
@@ -18,10 +19,13 @@ def vector_width() -> int:
   feats = set(host_target()[2].split(","))
   return 16 if "+avx512f" in feats else 8 if "+avx" in feats else 4
 
+@functools.cache
+def _cache_sizes() -> tuple[int, ...]: return cache_sizes()
+
 class CPUDevice(Compiled):
   """CPU, CPU:1, ...: every instance is the same host; different instances are separate devices to the scheduler."""
   def __init__(self, device: str):
     ren = LLVMRenderer()
-    # the host's SIMD width; the only arch it targets is the host's (kernels run here): DEV=CPU:LLVM:<other> is an error
-    ren.caps = dataclasses.replace(ren.caps, vector_width=vector_width(), archs=(host_target()[1],), arch=host_target()[1])
+    # the host's SIMD width and caches; the only arch it targets is the host's (kernels run here): DEV=CPU:LLVM:<other> is an error
+    ren.caps = dataclasses.replace(ren.caps, vector_width=vector_width(), cache_sizes=_cache_sizes(), archs=(host_target()[1],), arch=host_target()[1])
     super().__init__(device, CPUAllocator(), [ren], _compiler(), CPUProgram)

@@ -71,3 +71,12 @@ def test_errors_name_the_problem(tmp_path) -> None:  # type: ignore[no-untyped-d
   bogus.opset_import.append(helper.make_opsetid("com.example", 3))
   with pytest.raises(OnnxUnsupportedOpError, match=r"op FancyOp of domain com.example \(opset 3\) used by node 'n1'"):
     OnnxRunner(bogus)({"x": np.zeros(2, np.float32)})
+
+def test_manifest_imports_neither_onnx_nor_the_runner() -> None:
+  # plugin discovery imports the manifest in every process that opens a device: it must stay light (cold start)
+  import subprocess
+  import sys
+  code = ("import sys, tg_core; before = set(sys.modules); import tg_onnx.plugin; new = set(sys.modules) - before; "
+          "print(sorted(m for m in new if m.split('.')[0] == 'onnx' or m == 'tg_onnx.runner'))")
+  out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+  assert out.strip() == "[]", out

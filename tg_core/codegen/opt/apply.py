@@ -2,7 +2,10 @@
 
 Ranges are numbered in `kernel_axes` order: output (LOOP) ranges first, then reduce ranges, each by axis id.
 UPCAST splits an output range and computes `amt` outputs per thread; UNROLL splits a reduce range and folds `amt`
-reduce steps into one loop iteration; LOCAL splits an output range into a workgroup dimension."""
+reduce steps into one loop iteration; LOCAL splits an output range into a workgroup dimension; SPLIT splits an output
+range into an outer loop and an inner loop of `amt` iterations (a cache block around the register tile); SWAP exchanges the
+nesting of two output loops (`axis` and `arg`, both output ranges): the loop order decides which operand a cache keeps
+while the other streams past it (values don't change, only the order the outputs are computed in)."""
 from __future__ import annotations
 import functools
 from dataclasses import dataclass
@@ -16,6 +19,7 @@ from tg_core.uop.rewrite import graph_rewrite
 
 class OptOps(Enum):
   UPCAST = auto(); UNROLL = auto(); LOCAL = auto(); NOLOCALS = auto()  # noqa: E702
+  SWAP = auto(); SPLIT = auto()  # noqa: E702
   def __repr__(self) -> str: return f"OptOps.{self.name}"
 
 @dataclass(frozen=True, order=True)
@@ -39,18 +43,21 @@ def _range_size(r: UOp) -> int:
   if r.src[0].op is not Ops.CONST: raise KernelOptError("symbolic range size")
   return int(r.src[0].arg)
 
+_OUT = (AxisType.LOOP, AxisType.GLOBAL)
 def apply_opt(ast: UOp, opt: Opt) -> UOp:
   axes = kernel_axes(ast)
   if opt.op is OptOps.NOLOCALS: return ast.replace(arg=_with_opts(ast.arg, opt, dont_use_locals=True))
   if opt.axis is None or not 0 <= opt.axis < len(axes): raise KernelOptError(f"axis {opt.axis} out of range for {len(axes)} axes")
   r = axes[opt.axis]
+  if opt.op is OptOps.SWAP: return _swap_loops(ast, opt, axes)
   size, amt = _range_size(r), opt.arg or 0
-  want = {OptOps.UPCAST: (AxisType.LOOP, AxisType.GLOBAL), OptOps.LOCAL: (AxisType.LOOP, AxisType.GLOBAL), OptOps.UNROLL: (AxisType.REDUCE,)}[opt.op]
+  want = {OptOps.UPCAST: _OUT, OptOps.LOCAL: _OUT, OptOps.SPLIT: _OUT, OptOps.UNROLL: (AxisType.REDUCE,)}[opt.op]
   if r.arg[1] not in want: raise KernelOptError(f"{opt.op} needs an axis of type {want}, axis {opt.axis} is {r.arg[1]}")
   if amt == 0: amt = size
   if amt <= 1 or size % amt != 0: raise KernelOptError(f"{opt.op} by {amt} doesn't divide axis {opt.axis} of size {size}")
   if opt.op in (OptOps.UPCAST, OptOps.UNROLL) and amt > 32: raise KernelOptError(f"{opt.op} by {amt} is too large")
-  new_type = {OptOps.UPCAST: AxisType.UPCAST, OptOps.UNROLL: AxisType.UNROLL, OptOps.LOCAL: AxisType.LOCAL}[opt.op]
+  if opt.op is OptOps.SPLIT and amt == size: raise KernelOptError(f"SPLIT by {amt} leaves axis {opt.axis} of size {size} whole")
+  new_type = {OptOps.UPCAST: AxisType.UPCAST, OptOps.UNROLL: AxisType.UNROLL, OptOps.LOCAL: AxisType.LOCAL, OptOps.SPLIT: r.arg[1]}[opt.op]
   next_id = max(x.arg[0] for x in axes) + 1
   inner = UOp.range(amt, next_id, new_type, r.dtype)
   if amt == size: repl, outer = inner, None
@@ -61,6 +68,27 @@ def apply_opt(ast: UOp, opt: Opt) -> UOp:
   # the ENDs that closed r now close the new ranges (outer first)
   ret = graph_rewrite(ret, PatternMatcher([(UPat(Ops.END, name="e"), functools.partial(_fix_end, old=repl, new=(outer, inner))),
                                            (UPat(Ops.REDUCE, name="e"), functools.partial(_fix_reduce, old=repl, new=(outer, inner)))]), name="fix ends")
+  return ret.replace(arg=_with_opts(ret.arg, opt))
+
+def _swap_loops(ast: UOp, opt: Opt, axes: list[UOp]) -> UOp:
+  """SWAP: the ENDs that close axis `opt.axis` close axis `opt.arg` and the other way round (loops nest as their ENDs do,
+  see codegen/linearize.py); the bodies are untouched."""
+  if opt.arg is None or not 0 <= opt.arg < len(axes) or opt.arg == opt.axis: raise KernelOptError(f"SWAP needs a second axis, got {opt.arg}")
+  a, b = axes[opt.axis], axes[opt.arg]  # type: ignore[index]
+  if a.arg[1] not in _OUT or b.arg[1] not in _OUT: raise KernelOptError(f"SWAP needs two output axes, got {a.arg[1]} and {b.arg[1]}")
+  # one loop each, nested one in the other: then swapping which END closes which keeps every loop around what uses it
+  ends = {r: [u for u in ast.toposort() if u.op is Ops.END and r in u.src[1:]] for r in (a, b)}
+  if len(ends[a]) != 1 or len(ends[b]) != 1 or not (ends[a][0] in ends[b][0].toposort() or ends[b][0] in ends[a][0].toposort()):
+    raise KernelOptError(f"SWAP needs axes {opt.axis} and {opt.arg} to be one loop each, one nested in the other")
+  memo: dict[UOp, UOp] = {}
+  def fix(u: UOp) -> UOp:
+    if (ret := memo.get(u)) is not None: return ret
+    if u.op is Ops.END: ret = UOp(Ops.END, u.dtype, (fix(u.src[0]), *[b if s is a else a if s is b else s for s in u.src[1:]]), u.arg)
+    elif u.op in (Ops.SINK, Ops.GROUP): ret = u.replace(src=tuple(fix(s) for s in u.src))
+    else: ret = u
+    memo[u] = ret
+    return ret
+  ret = fix(ast)
   return ret.replace(arg=_with_opts(ret.arg, opt))
 
 def _fix_end(e: UOp, old: UOp, new: tuple[UOp | None, UOp]) -> UOp | None:

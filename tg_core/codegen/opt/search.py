@@ -14,7 +14,8 @@ from tg_core.uop.ops import AxisType, UOp
 
 def beam_candidates(ast: UOp) -> list[list[Opt]]:
   """Opt lists BEAM search times: combinations of upcasts of the last two output axes and an unroll of the last
-  reduce axis. Each list is valid for `ast` (built by applying it)."""
+  reduce axis, each also with those two output loops swapped (the loop order decides which operand stays in cache).
+  Each list is valid for `ast` (built by applying it)."""
   axes = kernel_axes(ast)
   out_ids = [r.arg[0] for r in axes if r.arg[1] in (AxisType.LOOP, AxisType.GLOBAL)][-2:]
   red_ids = [r.arg[0] for r in axes if r.arg[1] is AxisType.REDUCE][-1:]
@@ -31,6 +32,11 @@ def beam_candidates(ast: UOp) -> list[list[Opt]]:
           opts.append(o)
       except KernelOptError: continue
       cands.append(opts)
+      if len(out_ids) == 2:
+        try:  # (an output axis upcast whole has no loop left to swap)
+          apply_opt(cur, swap := Opt(OptOps.SWAP, axis_index(cur, out_ids[0]), axis_index(cur, out_ids[1])))
+          cands.append(opts + [swap])
+        except KernelOptError: pass
   return cands
 
 def _time_program(device: str, ast: UOp, opts: list[Opt], bufs: list[Buffer], var_vals: dict[str, int], runs: int = 3) -> float:
