@@ -33,7 +33,7 @@ GEMMA_TEMPLATE = (
 # general.architecture -> the template used when the file has no tokenizer.chat_template
 BUILTIN_TEMPLATES: dict[str, str] = {"gemma": GEMMA_TEMPLATE, "gemma2": GEMMA_TEMPLATE, "gemma3": GEMMA_TEMPLATE}
 
-def _raise_exception(message: str) -> None: raise jinja2.TemplateError(message)
+def _raise_exception(message: str) -> None: raise ChatTemplateError(f"the model's chat template rejected the conversation: {message}")
 def _tojson(x: Any, ensure_ascii: bool = False, indent: int | None = None, separators: Any = None, sort_keys: bool = False) -> str:
   return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
 def _strftime_now(fmt: str) -> str: return datetime.now().strftime(fmt)
@@ -75,8 +75,7 @@ def render_chat(metadata: Mapping[str, Any], messages: Sequence[ChatMessage | Ma
               "unk_token": _token_text(metadata, "unknown_token_id") or "", "pad_token": _token_text(metadata, "padding_token_id") or ""}
   template = _compile(chat_template(metadata))
   try: text = template.render(messages=msgs, add_generation_prompt=add_generation_prompt, tools=None, documents=None, **specials)
-  except jinja2.TemplateError as e:
-    raise ChatTemplateError(f"the model's chat template rejected the conversation: {e}") from e
+  except ChatTemplateError: raise
   except Exception as e:  # a template is code from the file: any failure in it is the template's, reported as such
     raise ChatTemplateError(f"the model's chat template failed to render ({type(e).__name__}: {e}); use --no-chat-template to send raw prompts") from e
   default_bos = metadata.get("tokenizer.ggml.model") == "llama"
