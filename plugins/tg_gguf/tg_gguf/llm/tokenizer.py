@@ -43,6 +43,8 @@ IGNORE_MERGES = frozenset({"llama3", "llama-v3", "llama-bpe", "falcon3", "pixtra
 END_OF_TURN_TEXTS = frozenset({"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<EOT>", "_<EOT>", "<|end_of_text|>",
                                "<end_of_utterance>", "<|return|>", "<|call|>", "<｜end▁of▁sentence｜>"})
 
+_WORD_START = regex.compile("(?<=[^\u2581])\u2581")
+
 @cache
 def byte_to_unicode() -> dict[int, str]:
   """GPT-2's reversible byte -> printable character map (bytes that print as themselves keep their character)."""
@@ -115,6 +117,8 @@ class GGUFTokenizer:
         raise TokenizerError(f"a llama (SentencePiece) vocabulary needs one tokenizer.ggml.scores entry per token: {len(self.scores)} for {self.vocab_size}")
       self._byte_ids = [self.ids.get(f"<0x{b:02X}>") for b in range(256)]
       self._unk_id = self._id(get("unknown_token_id"), "unknown_token_id")
+      # tokens with a U+2581 inside a word (after another character), and where: the only ones a cut before a word could split
+      self._spanning = [(t, m.start()) for t in self.tokens if "\u2581" in t for m in _WORD_START.finditer(t)]
       self._encode_text = self._encode_spm
 
   def _id(self, i: int | None, key: str) -> int | None:
@@ -174,6 +178,19 @@ class GGUFTokenizer:
   def _encode_spm(self, text: str, first: bool) -> list[int]:
     if first and self.add_space_prefix: text = " " + text
     text = text.replace(" ", "\u2581")
+    # SentencePiece merges over the whole fragment; cutting it before each word's U+2581 changes nothing where no token
+    # could span the cut (no merge ever joins symbols across it), and lets each word's result be cached
+    ids, start = [], 0
+    for m in _WORD_START.finditer(text):
+      p = m.start()
+      if not any(p >= j and text.startswith(t, p - j) for t, j in self._spanning): ids += self._spm_word(text[start:p]); start = p
+    return ids + self._spm_word(text[start:])
+
+  def _spm_word(self, text: str) -> list[int]:
+    if (cached := self._word_cache.get(text)) is None: cached = self._word_cache[text] = self._spm(text)
+    return cached
+
+  def _spm(self, text: str) -> list[int]:
     if not text: return []
     syms = list(text)  # one symbol per character, in a doubly linked list; a merge empties the right one
     nxt, prv = [*range(1, len(syms)), -1], list(range(-1, len(syms) - 1))
