@@ -25,7 +25,7 @@ from gguf_testutil import gemma_chunks, model_file
 
 from tg_gguf.llm.api import ChatMessage, LLMError
 from tg_gguf.llm.chat import ChatTemplateError, render_chat
-from tg_gguf.llm.tokenizer import GGUFTokenizer, TokenizerError, load_tokenizer, tokenize_json
+from tg_gguf.llm.tokenizer import BYTE, CONTROL, NORMAL, UNKNOWN, GGUFTokenizer, TokenizerError, load_tokenizer, tokenize_json
 from tg_gguf.reader import GGUFFile
 
 transformers = pytest.importorskip("transformers", reason="transformers is the tokenizer reference (pip install transformers)")
@@ -262,3 +262,27 @@ def test_no_template():
   with pytest.raises(ChatTemplateError, match="at least one message"): render_chat(_meta(chat_template="x"), [])
   with pytest.raises(ChatTemplateError, match="str content"): render_chat(_meta(chat_template="x"), [{"role": "user", "content": None}])
   assert render_chat(_meta(chat_template="{{ messages[0]['content'] | tojson }}"), [{"role": "user", "content": "é"}]) == '"é"'
+
+def _spm_meta(**kw) -> dict:
+  """A tiny llama-style SentencePiece vocabulary: BOS added, a space prefix, byte fallback for two bytes only."""
+  tokens = ["<unk>", "<s>", "</s>", "<0xC3>", "<0xA9>", "\u2581", "a", "b", "\u2581a", "ab", "\u2581ab", "<ctl>"]
+  scores = [0.0, 0.0, 0.0, 0.0, 0.0, -1.0, -2.0, -3.0, -4.0, -5.0, -6.0, 0.0]
+  types = [UNKNOWN, CONTROL, CONTROL, BYTE, BYTE, NORMAL, NORMAL, NORMAL, NORMAL, NORMAL, NORMAL, CONTROL]
+  md = {"tokenizer.ggml.model": "llama", "tokenizer.ggml.tokens": tokens, "tokenizer.ggml.scores": scores, "tokenizer.ggml.token_type": types,
+        "tokenizer.ggml.bos_token_id": 1, "tokenizer.ggml.eos_token_id": 2, "tokenizer.ggml.unknown_token_id": 0}
+  md.update({f"tokenizer.ggml.{k}": v for k, v in kw.items()})
+  return md
+
+def test_tiny_spm():
+  """Hand-derived: "ab a" -> "▁ab▁a"; the best-scored bigrams merge first: both '▁a' (-4, leftmost first) beat 'ab' (-5), which
+  is then stale; '▁a'+'b' makes '▁ab' (-6): "▁ab","▁a". Without the prefix: '▁a', then 'ab': "ab","▁a". 'é' has no token: its bytes."""
+  tok = load_tokenizer(_spm_meta())
+  assert tok.add_bos and tok.add_space_prefix  # llama.cpp's defaults for a SentencePiece file that does not say
+  assert tok.encode("ab a") == [1, 10, 8]
+  assert tok.encode("ab a", add_bos=False) == [10, 8] and tok.decode([10, 8]) == "ab a"  # the prefix space is dropped again
+  assert tok.encode("é", add_bos=False) == [5, 3, 4] and tok.decode([5, 3, 4]) == "é"
+  assert tok.encode("x", add_bos=False) == [5, 0]  # no token and no byte token: <unk>
+  assert tok.encode("a<ctl>b", add_bos=False) == [8, 11, 7] and tok.encode("a<ctl>b", add_bos=False, parse_special=False)[:1] == [8]
+  plain = load_tokenizer(_spm_meta(add_space_prefix=False, add_bos_token=False))
+  assert plain.encode("ab a") == [9, 8] and plain.decode([9, 8]) == "ab a"
+  with pytest.raises(TokenizerError, match="no token, no <0x78> byte token"): load_tokenizer(_spm_meta(unknown_token_id=None)).encode("x")

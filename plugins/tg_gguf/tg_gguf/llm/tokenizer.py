@@ -6,7 +6,7 @@ from __future__ import annotations
 import codecs
 import heapq
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from functools import cache
 from typing import Any
 
@@ -66,6 +66,23 @@ def _split(text: str, patterns: Sequence[regex.Pattern]) -> list[str]:
       if pos < len(piece): out.append(piece[pos:])
     pieces = out
   return pieces
+
+class _Literals:
+  """Leftmost-longest matching of many literal strings (thousands of special tokens, where a regex alternation is slow):
+  candidate positions by first character, extended one character at a time while the text is a prefix of some token."""
+  def __init__(self, texts: Sequence[str]):
+    self.texts = {t for t in texts if t}
+    self.prefixes = {t[:k] for t in self.texts for k in range(1, len(t) + 1)}
+    self.first = regex.compile("[" + "".join(regex.escape(c) for c in sorted({t[0] for t in self.texts})) + "]")
+  def finditer(self, text: str) -> Iterator[tuple[int, int]]:
+    pos = 0
+    while (m := self.first.search(text, pos)) is not None:
+      p, best, k = m.start(), 0, 1
+      while p + k <= len(text) and (piece := text[p:p + k]) in self.prefixes:
+        if piece in self.texts: best = k
+        k += 1
+      if best: yield p, p + best
+      pos = p + max(best, 1)
 
 class GGUFTokenizer:
   """api.Tokenizer over a GGUF vocabulary. `encode` adds BOS per `tokenizer.ggml.add_bos_token` (llama.cpp's default when
@@ -127,10 +144,8 @@ class GGUFTokenizer:
     return i
 
   @staticmethod
-  def _alternation(texts: list[str]) -> regex.Pattern | None:
-    # longest first: at each position the longest special token wins (leftmost-longest, as transformers' added tokens)
-    texts = sorted({t for t in texts if t}, key=len, reverse=True)
-    return regex.compile("|".join(regex.escape(t) for t in texts)) if texts else None
+  def _alternation(texts: list[str]) -> _Literals | None:
+    return _Literals(texts) if any(texts) else None
 
   # *** encoding
 
@@ -139,10 +154,10 @@ class GGUFTokenizer:
     special = self._control if parse_special else self._user
     ids: list[int] = []
     pos, first = 0, True
-    for m in special.finditer(text) if special is not None else ():
-      if m.start() > pos: ids += self._encode_text(text[pos:m.start()], first)
-      ids.append(self.ids[m.group()])
-      pos, first = m.end(), False
+    for start, end in special.finditer(text) if special is not None else ():
+      if start > pos: ids += self._encode_text(text[pos:start], first)
+      ids.append(self.ids[text[start:end]])
+      pos, first = end, False
     if pos < len(text): ids += self._encode_text(text[pos:], first)
     if (self.add_bos if add_bos is None else add_bos) and self.bos_id is not None: ids.insert(0, self.bos_id)
     return ids
