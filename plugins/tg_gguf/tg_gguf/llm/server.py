@@ -35,9 +35,10 @@ class ServeError(LLMError):
 
 class APIError(Exception):
   """An error answered to the client as an OpenAI error body with an HTTP status."""
-  def __init__(self, status: int, message: str, param: str | None = None, code: str | None = None, type_: str = "invalid_request_error"):
+  def __init__(self, status: int, message: str, param: str | None = None, code: str | None = None, type_: str = "invalid_request_error",
+               headers: dict[str, str] | None = None):
     super().__init__(message)
-    self.status, self.message, self.param, self.code, self.type = status, message, param, code, type_
+    self.status, self.message, self.param, self.code, self.type, self.headers = status, message, param, code, type_, headers or {}
 
   def body(self) -> dict[str, Any]: return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
 
@@ -74,7 +75,7 @@ def _check_fields(body: dict[str, Any], allowed: frozenset[str]) -> None:
   for k, v in body.items():
     if k in allowed or v is None: continue
     if k in _OFF_VALUES:
-      if v not in _OFF_VALUES[k] or type(v) is bool and False not in _OFF_VALUES[k]:
+      if v not in _OFF_VALUES[k]:
         raise APIError(400, f"'{k}' is not supported by this server (only its default, or leave it out)", param=k)
       continue
     raise APIError(400, f"Unrecognized request argument supplied: {k}", param=k)
@@ -245,7 +246,7 @@ class _Handler(BaseHTTPRequestHandler):
     self.end_headers()
     if self.command != "HEAD": self.wfile.write(body)
 
-  def _send_error(self, e: APIError, headers: dict[str, str] | None = None) -> None: self._send(e.status, _json_bytes(e.body()), headers=headers)
+  def _send_error(self, e: APIError) -> None: self._send(e.status, _json_bytes(e.body()), headers=e.headers)
 
   def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
     """http.server's own errors (bad request line, oversized headers, unknown method) in OpenAI's shape too."""
@@ -262,18 +263,28 @@ class _Handler(BaseHTTPRequestHandler):
       return self.connection.recv(1, socket.MSG_PEEK) == b""
     except OSError: return True
 
-  def _read_json(self) -> Any:
+  def _body_length(self, required: bool) -> int:
+    """The Content-Length to read; a body this server will not read (chunked, over the cap) ends the connection."""
     if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
-      self.close_connection = True
+      self.body_unread = True
       raise APIError(411, "chunked request bodies are not supported: send a Content-Length")
-    length = self.headers.get("Content-Length")
-    if length is None: raise APIError(411, "a Content-Length header is required")
-    if not length.isdigit(): self.close_connection = True; raise APIError(400, f"Content-Length must be a non-negative integer, got {length!r}")
+    if (length := self.headers.get("Content-Length")) is None:
+      if required: self.body_unread = True; raise APIError(411, "a Content-Length header is required")  # where a body would end is unknown
+      return 0
+    if not length.isdigit(): self.body_unread = True; raise APIError(400, f"Content-Length must be a non-negative integer, got {length!r}")
     if int(length) > self.server.max_body_bytes:
-      self.close_connection = True  # the body stays unread
+      self.body_unread = True
       raise APIError(413, f"the request body is {length} bytes, over this server's cap of {self.server.max_body_bytes}")
-    raw = self.rfile.read(int(length))
-    if len(raw) < int(length): self.close_connection = True; raise APIError(400, f"the body ended after {len(raw)} of {length} bytes")
+    return int(length)
+
+  def _read_body(self, required: bool) -> bytes:
+    n, self.body_pending = self._body_length(required), False
+    raw = self.rfile.read(n)
+    if len(raw) < n: self.body_unread = True; raise APIError(400, f"the body ended after {len(raw)} of {n} bytes")
+    return raw
+
+  def _read_json(self) -> Any:
+    raw = self._read_body(required=True)
     try: return json.loads(raw)
     except (UnicodeDecodeError, json.JSONDecodeError) as e: raise APIError(400, f"the body is not valid JSON: {e}") from e
 
@@ -283,22 +294,38 @@ class _Handler(BaseHTTPRequestHandler):
     return got.startswith("Bearer ") and hmac.compare_digest(got[7:].strip().encode(), self.server.api_key.encode())
 
   # -- routing --
+  def _drain_body(self) -> None:
+    """Read a body the route did not (the request was refused first): closing a socket with unread bytes resets the
+    connection, and the client may lose the answer. One this server will not read closes the connection instead."""
+    if self.body_pending and not self.body_unread:
+      try: self._read_body(required=False)
+      except APIError: pass
+    if self.body_unread: self.close_connection = True
+
+  def _linger(self) -> None:
+    """After answering a request whose body stays unread: half-close, then drop what the client still sends (briefly)."""
+    try:
+      self.connection.shutdown(socket.SHUT_WR)
+      self.connection.settimeout(1)
+      for _ in range(64):
+        if not self.connection.recv(1 << 16): break
+    except OSError: pass
+
   def _dispatch(self) -> None:
     path = urlsplit(self.path).path.rstrip("/") or "/"
+    self.body_pending, self.body_unread = True, False
     try:
       route = ROUTES.get(path) or (ROUTES["/v1/models/<id>"] if path.startswith("/v1/models/") else None)
       if route is None: raise APIError(404, f"Unknown route {self.command} {path}: the routes are {', '.join(ROUTES)}", code="unknown_url")
       if path.startswith("/v1/") and not self._authorized():
-        self.close_connection = True
         raise APIError(401, "Incorrect or missing API key: send the header 'Authorization: Bearer <key>'", code="invalid_api_key")
       if (fn := route.get(self.command)) is None:
-        self.close_connection = True
-        err = APIError(405, f"Method {self.command} is not allowed on {path}: use {' or '.join(route)}", code="method_not_allowed")
-        self._send_error(err, {"Allow": ", ".join(route)})
-        return
+        raise APIError(405, f"Method {self.command} is not allowed on {path}: use {' or '.join(route)}", code="method_not_allowed",
+                       headers={"Allow": ", ".join(route)})
+      if self.command != "POST": self._read_body(required=False)  # a body on a GET is read and ignored
       fn(self, path)
     except APIError as e:
-      if e.status in (401, 404, 411, 413): self.close_connection = self.close_connection or self.command == "POST"  # a body may be left unread
+      self._drain_body()
       self._send_error(e)
     except CLIENT_GONE: self.close_connection = True
     except Exception as e:  # a bug: log it here, answer a 500 without the traceback
@@ -306,6 +333,8 @@ class _Handler(BaseHTTPRequestHandler):
       self.close_connection = True
       try: self._send_error(APIError(500, f"internal server error ({type(e).__name__}); the server log has the details", type_="server_error"))
       except (OSError, ValueError): pass
+    finally:
+      if self.body_unread: self._linger()
 
   do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = do_OPTIONS = _dispatch
 
