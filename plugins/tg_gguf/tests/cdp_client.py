@@ -116,7 +116,7 @@ class Browser:
   def wait_for(self, js: str, timeout: float = 30.0) -> Any:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-      if v := self.evaluate(js): return v
+      if v := self.evaluate(f"(() => {{ try {{ return ({js}); }} catch (e) {{ return false; }} }})()"): return v  # the page may still be loading
       time.sleep(0.1)
     raise TimeoutError(f"the page never made `{js}` true in {timeout}s")
 

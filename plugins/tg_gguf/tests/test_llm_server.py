@@ -253,6 +253,7 @@ def test_bad_requests(srv: Running, double: DoubleLLM) -> None:
   assert_error(raw(srv, "POST", chat, "{not json"), 400, says="not valid JSON")
   assert_error(raw(srv, "POST", chat, b"\xff\xfe"), 400, says="not valid JSON")
   assert_error(raw(srv, "POST", chat, "[1, 2]"), 400, says="JSON object")
+  assert_error(raw(srv, "POST", chat, json.dumps(ok | {"temperature": float("nan")})), 400, says="NaN")
   assert_error(raw(srv, "POST", chat, {"messages": MSGS}), 400, "model")
   assert_error(raw(srv, "POST", chat, ok | {"model": "gpt-4"}), 404, "model", "model_not_found", says="gpt-4")
   assert_error(raw(srv, "POST", chat, {"model": double.name}), 400, "messages")

@@ -6,6 +6,7 @@ in OpenAI's shape `{"error": {"message", "type", "param", "code"}}`; the client 
 The generator is not reentrant, so one lock serializes generations: concurrent requests queue. A client that goes away
 mid-generation (a failed write, or a closed socket seen between tokens) ends that generation and releases the lock."""
 from __future__ import annotations
+import dataclasses
 import hmac
 import json
 import select
@@ -16,7 +17,6 @@ import time
 import traceback
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
@@ -44,7 +44,7 @@ class APIError(Exception):
 
 # ***** request bodies -> what to generate *****
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class Job:
   """One validated generation request."""
   chat: bool                      # chat.completion(.chunk) shapes, else text_completion
@@ -127,8 +127,20 @@ def _completion_prompt(llm: LLM, body: dict[str, Any]) -> list[int]:
     raise APIError(400, "'prompt' must be one prompt: this server generates one at a time", param="prompt")
   raise APIError(400, f"'prompt' must be a string or a non-empty list of token ids, got {_type_name(p)}", param="prompt")
 
+def _sampling(body: dict[str, Any], mt_name: str) -> SamplingParams:
+  """The sampling fields, type-checked here and range-checked by SamplingParams (max_tokens is settled with the prompt)."""
+  number = (int, float)
+  if (mt := _get(body, mt_name, (int,), "an integer", None)) is not None and mt < 1: raise APIError(400, f"'{mt_name}' must be >= 1, got {mt}", param=mt_name)
+  try:
+    return SamplingParams(max_tokens=mt or 1, temperature=float(_get(body, "temperature", number, "a number", 1.0)),  # OpenAI's default
+                          top_p=float(_get(body, "top_p", number, "a number", 1.0)), top_k=_get(body, "top_k", (int,), "an integer", 0),
+                          min_p=float(_get(body, "min_p", number, "a number", 0.0)),
+                          repetition_penalty=float(_get(body, "repetition_penalty", number, "a number", 1.0)),
+                          seed=_get(body, "seed", (int,), "an integer", None), stop=_stop_strings(body))
+  except SamplingParamError as e: raise APIError(400, str(e), param=_param_of(e)) from e
+
 def parse_job(llm: LLM, body: Any, chat: bool, max_tokens_cap: int) -> Job:
-  """Validate a request body (field by field, naming the bad one) into a Job; the prompt is tokenized here."""
+  """Validate a request body (field by field, naming the bad one) into a Job; the prompt is tokenized last."""
   if not isinstance(body, dict): raise APIError(400, f"the request body must be a JSON object, got {_type_name(body)}")
   _check_fields(body, CHAT_FIELDS if chat else COMPLETION_FIELDS)
   if "model" not in body: raise APIError(400, "'model' is required (GET /v1/models lists it)", param="model")
@@ -139,35 +151,26 @@ def parse_job(llm: LLM, body: Any, chat: bool, max_tokens_cap: int) -> Job:
   opts = _get(body, "stream_options", (dict,), "an object", None)
   if opts is not None and not stream: raise APIError(400, "'stream_options' is only allowed when 'stream' is true", param="stream_options")
   include_usage = _get(opts or {}, "include_usage", (bool,), "a boolean", False)
+  mt_name = "max_completion_tokens" if chat and body.get("max_completion_tokens") is not None else "max_tokens"
+  params = _sampling(body, mt_name)
   if chat:
     messages = _chat_messages(body)
     try: text = llm.apply_chat_template(messages, add_generation_prompt=True)
     except Exception as e: raise APIError(400, f"the chat template rejected the messages: {e}", param="messages") from e  # jinja2's raise_exception
     prompt_ids = _encode(llm, text)
   else: prompt_ids = _completion_prompt(llm, body)
-  if not prompt_ids: raise APIError(400, "the prompt is empty (it has no tokens)", param="messages" if chat else "prompt")
-  room = llm.context_length - len(prompt_ids)
-  if room <= 0:
+  prompt_param = "messages" if chat else "prompt"
+  if not prompt_ids: raise APIError(400, "the prompt is empty (it has no tokens)", param=prompt_param)
+  if (room := llm.context_length - len(prompt_ids)) <= 0:
     raise APIError(400, f"This model's maximum context length is {llm.context_length} tokens, but the prompt has {len(prompt_ids)}: shorten it",
-                   param="messages" if chat else "prompt", code="context_length_exceeded")
-  mt_name = "max_completion_tokens" if chat and body.get("max_completion_tokens") is not None else "max_tokens"
-  max_tokens = _get(body, mt_name, (int,), "an integer", None)
-  if max_tokens is not None and max_tokens < 1: raise APIError(400, f"'{mt_name}' must be >= 1, got {max_tokens}", param=mt_name)
-  if max_tokens is None: max_tokens = min(max_tokens_cap if chat else COMPLETIONS_DEFAULT_MAX_TOKENS, room)
-  max_tokens = min(max_tokens, max_tokens_cap)
+                   param=prompt_param, code="context_length_exceeded")
+  if body.get(mt_name) is None: max_tokens = min(max_tokens_cap if chat else COMPLETIONS_DEFAULT_MAX_TOKENS, room)
+  else: max_tokens = min(params.max_tokens, max_tokens_cap)
   if max_tokens > room:
     raise APIError(400, f"This model's maximum context length is {llm.context_length} tokens, but {len(prompt_ids) + max_tokens} were requested "
                    f"({len(prompt_ids)} in the prompt, {max_tokens} for the completion): shorten the prompt or lower '{mt_name}'",
                    param=mt_name, code="context_length_exceeded")
-  number = (int, float)
-  try:
-    params = SamplingParams(max_tokens=max_tokens, temperature=float(_get(body, "temperature", number, "a number", 1.0)),  # OpenAI's default
-                            top_p=float(_get(body, "top_p", number, "a number", 1.0)),
-                            top_k=_get(body, "top_k", (int,), "an integer", 0), min_p=float(_get(body, "min_p", number, "a number", 0.0)),
-                            repetition_penalty=float(_get(body, "repetition_penalty", number, "a number", 1.0)),
-                            seed=_get(body, "seed", (int,), "an integer", None), stop=_stop_strings(body))
-  except SamplingParamError as e: raise APIError(400, str(e), param=_param_of(e)) from e
-  return Job(chat, prompt_ids, params, stream, include_usage)
+  return Job(chat, prompt_ids, dataclasses.replace(params, max_tokens=max_tokens), stream, include_usage)
 
 def _param_of(e: SamplingParamError) -> str | None:
   """The field a SamplingParams message names first ("top_p must be in (0, 1], got 2")."""
@@ -214,6 +217,8 @@ class _Tally:
   def finish_reason(self) -> str: return "stop" if self.last in self.eos or self.count < self.max_tokens else "length"
 
 # ***** the server *****
+
+def _no_constant(name: str) -> Any: raise ValueError(f"{name} is not a JSON number")
 
 def _json_bytes(obj: Any) -> bytes: return json.dumps(obj, ensure_ascii=False).encode()
 
@@ -285,8 +290,8 @@ class _Handler(BaseHTTPRequestHandler):
 
   def _read_json(self) -> Any:
     raw = self._read_body(required=True)
-    try: return json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError) as e: raise APIError(400, f"the body is not valid JSON: {e}") from e
+    try: return json.loads(raw, parse_constant=_no_constant)
+    except ValueError as e: raise APIError(400, f"the body is not valid JSON: {e}") from e  # also bad UTF-8, NaN, Infinity
 
   def _authorized(self) -> bool:
     if self.server.api_key is None: return True
