@@ -28,7 +28,7 @@ import pytest
 from cdp_client import Browser, chromium_binary
 
 from tg_gguf.llm.api import ChatMessage, Completion, ContextOverflowError, SamplingParams
-from tg_gguf.llm.server import LLMServer, make_server
+from tg_gguf.llm.server import LLMServer, ServeError, make_server
 
 openai = pytest.importorskip("openai", reason="the official openai client is the reference client (pip install openai)")
 
@@ -351,14 +351,22 @@ def test_client_drops_stream(double: DoubleLLM) -> None:
     _read_until(s, b"data: ")
     s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # an abortive close: the server sees a reset
     s.close()
-    s = _start_stream(r, body)  # a whole (non-streamed) request whose client leaves before the answer
-    time.sleep(0.1)
+    s = _start_stream(r, body)  # a whole (non-streamed) request whose client leaves once generation is under way
+    deadline = time.monotonic() + 30
+    while len(slow.runs) < 2 or not slow.busy:
+      assert time.monotonic() < deadline, "the third generation never started"
+      time.sleep(0.01)
     s.close()
     # the server still serves, with the generator's state intact
     got = r.client().chat.completions.create(model=slow.name, messages=prompt, temperature=0, max_tokens=10)
     assert got.choices[0].message.content == ref.text[:10]
     assert len(slow.runs) == 4 and all(n < 100 and not natural for n, natural in slow.runs[:3]), slow.runs  # the dropped ones stopped early
   finally: r.stop()
+
+def test_server_errors(srv: Running, double: DoubleLLM) -> None:
+  with pytest.raises(ServeError, match="cannot listen on 127.0.0.1"): make_server(double, port=srv.port)  # taken
+  with pytest.raises(ServeError, match="api_key"): make_server(double, api_key="")
+  with pytest.raises(ServeError, match="max_tokens_cap"): make_server(double, max_tokens_cap=0)
 
 def test_page_served(srv: Running) -> None:
   st, headers, page = raw(srv, "GET", "/")

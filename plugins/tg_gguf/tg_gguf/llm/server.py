@@ -257,9 +257,8 @@ class _Handler(BaseHTTPRequestHandler):
     """http.server's own errors (bad request line, oversized headers, unknown method) in OpenAI's shape too."""
     self.log_error("code %d, message %s", code, message)
     self.close_connection = True
-    phrase = HTTPStatus(code).phrase if code in HTTPStatus._value2member_map_ else "error"
     if self.command is None: self.command = "GET"  # the request line did not parse
-    self._send_error(APIError(code, message or phrase, type_="invalid_request_error" if code < 500 else "server_error"))
+    self._send_error(APIError(code, message or HTTPStatus(code).phrase, type_="invalid_request_error" if code < 500 else "server_error"))
 
   def _client_gone(self) -> bool:
     """True when the peer has closed its socket (readable with nothing to read); pipelined bytes leave it alive."""
