@@ -363,6 +363,31 @@ def test_client_drops_stream(double: DoubleLLM) -> None:
     assert len(slow.runs) == 4 and all(n < 100 and not natural for n, natural in slow.runs[:3]), slow.runs  # the dropped ones stopped early
   finally: r.stop()
 
+class FussyLLM(DoubleLLM):
+  """Refuses prompts over 50 tokens itself (beyond what context_length says), and fails after 3 tokens on a prompt with '!'."""
+  def stream(self, prompt_ids: Sequence[int], params: SamplingParams) -> Iterator[tuple[int, str]]:
+    if len(prompt_ids) > 50: raise ContextOverflowError(f"the prompt has {len(prompt_ids)} tokens, over 50")
+    for i, step in enumerate(super().stream(prompt_ids, params)):
+      if i == 3 and ord("!") + 3 in prompt_ids: raise RuntimeError("boom")
+      yield step
+
+def test_model_errors(double: DoubleLLM) -> None:
+  """Errors the model raises: up front a 4xx, mid-generation a 500 (or, streaming, an in-band error event); never a traceback."""
+  r = Running(make_server(FussyLLM(), max_tokens_cap=CAP))
+  try:
+    long = {"model": double.name, "messages": [{"role": "user", "content": "y" * 60}], "max_tokens": 5}
+    for stream in (False, True):
+      assert_error(raw(r, "POST", "/v1/chat/completions", long | {"stream": stream}), 400, "messages", "context_length_exceeded", says="over 50")
+    bang = {"model": double.name, "messages": [{"role": "user", "content": "hi!"}], "max_tokens": 10, "temperature": 0}
+    assert_error(raw(r, "POST", "/v1/chat/completions", bang), 500, says="RuntimeError")
+    ev = sse_events(r, "/v1/chat/completions", bang | {"stream": True})
+    assert len(ev) == 5 and "RuntimeError" in ev[-1]["error"]["message"] and ev[-1]["error"]["type"] == "server_error"  # role chunk, 3 tokens, error
+    with pytest.raises(openai.APIError, match="RuntimeError"): list(r.client().chat.completions.create(**bang, stream=True))
+    hi = [{"role": "user", "content": "hi"}]
+    ok = r.client().chat.completions.create(model=double.name, messages=hi, temperature=0)
+    assert ok.choices[0].message.content == reference(double, chat_ids(double, hi), max_tokens=CAP).text
+  finally: r.stop()
+
 def test_server_errors(srv: Running, double: DoubleLLM) -> None:
   with pytest.raises(ServeError, match="cannot listen on 127.0.0.1"): make_server(double, port=srv.port)  # taken
   with pytest.raises(ServeError, match="api_key"): make_server(double, api_key="")
@@ -510,3 +535,19 @@ def test_page_chat(browser: Browser, double: DoubleLLM) -> None:
   b.evaluate("document.getElementById('max_tokens').value = '0'; true")
   _send(b, "this one fails")
   assert "max_tokens" in b.evaluate("document.querySelector('.error').textContent")
+
+def test_cli_page(cli: CLIServer) -> None:
+  """The page against the real model: the key typed in, a greedy reply equal to the API's own."""
+  if (binary := chromium_binary()) is None: pytest.skip("chromium is not installed (apt-get install chromium; make test's sysdeps step does it)")
+  c = cli.client(API_KEY)
+  name = c.models.list().data[0].id
+  want = c.chat.completions.create(model=name, messages=[{"role": "user", "content": "Say hello."}], temperature=0, max_tokens=8).choices[0].message.content
+  b = Browser(binary, cli.url + "/")
+  try:
+    b.wait_for("document.body.dataset.state === 'idle'")
+    assert "API key" in b.evaluate("document.querySelector('.error').textContent")  # the model list needs the key
+    b.evaluate(f"document.getElementById('api_key').value = {json.dumps(API_KEY)}; document.getElementById('temperature').value = '0';"
+               "document.getElementById('max_tokens').value = '8'; true")
+    _send(b, "Say hello.")
+    assert b.evaluate("[...document.querySelectorAll('.assistant')].map(e => e.textContent)") == [want]
+  finally: b.close()

@@ -365,8 +365,9 @@ class _Handler(BaseHTTPRequestHandler):
   # -- generation --
   def _start(self, job: Job) -> Iterator[tuple[int, str]]:
     """The token stream with its first step already taken, so an error the model raises up front is still a 4xx."""
-    gen = self.server.llm.stream(job.prompt_ids, job.params)
-    try: first = next(gen, None)
+    try:  # the model may check when called or when first stepped
+      gen = self.server.llm.stream(job.prompt_ids, job.params)
+      first = next(gen, None)
     except ContextOverflowError as e: raise APIError(400, str(e), param="messages" if job.chat else "prompt", code="context_length_exceeded") from e
     except SamplingParamError as e: raise APIError(400, str(e), param=_param_of(e)) from e
     def tokens() -> Iterator[tuple[int, str]]:
