@@ -66,9 +66,10 @@ def _get(body: dict[str, Any], name: str, kinds: tuple[type, ...], what: str, de
 _OFF_VALUES: dict[str, tuple[Any, ...]] = {"frequency_penalty": (0, 0.0), "presence_penalty": (0, 0.0), "logprobs": (False, 0), "top_logprobs": (0,),
                                            "echo": (False,), "best_of": (1,), "logit_bias": ({},), "suffix": ("",), "tools": ([],),
                                            "parallel_tool_calls": (True, False)}
-_SAMPLING = ("model", "max_tokens", "temperature", "top_p", "seed", "stop", "n", "stream", "stream_options", "user", "top_k", "min_p", "repetition_penalty")
-CHAT_FIELDS = frozenset(_SAMPLING + ("messages", "max_completion_tokens"))
-COMPLETION_FIELDS = frozenset(_SAMPLING + ("prompt",))
+_COMMON_FIELDS = ("model", "max_tokens", "temperature", "top_p", "seed", "stop", "n", "stream", "stream_options", "user",
+                  "top_k", "min_p", "repetition_penalty")  # the last three are tg's (and llama.cpp's) extensions
+CHAT_FIELDS = frozenset(_COMMON_FIELDS + ("messages", "max_completion_tokens"))
+COMPLETION_FIELDS = frozenset(_COMMON_FIELDS + ("prompt",))
 CHAT_ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}
 
 def _check_fields(body: dict[str, Any], allowed: frozenset[str]) -> None:
