@@ -7,6 +7,7 @@ references are the double's own outputs computed directly, without the server; t
 Part 2 (acceptance) starts `python -m tg_gguf --serve PORT --model smollm2 --api-key K` (the `tg-llm` CLI) as a subprocess.
 Part 3 loads the chat page in headless Chromium over the DevTools protocol, sends messages and reads the replies."""
 from __future__ import annotations
+import dataclasses
 import http.client
 import importlib.util
 import json
@@ -130,7 +131,12 @@ def srv(double: DoubleLLM) -> Iterator[Running]:
   yield r
   r.stop()
 
-def raw(r: Running, method: str, path: str, body: bytes | str | dict | None = None, headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], Any]:
+@dataclasses.dataclass
+class Addr:
+  host: str
+  port: int
+
+def raw(r: Running | Addr, method: str, path: str, body: bytes | str | dict | None = None, headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], Any]:
   """One request over http.client; the JSON body parsed (or the raw bytes when it is not JSON)."""
   conn = http.client.HTTPConnection(r.host, r.port, timeout=30)
   try:
@@ -392,6 +398,21 @@ def test_server_errors(srv: Running, double: DoubleLLM) -> None:
   with pytest.raises(ServeError, match="cannot listen on 127.0.0.1"): make_server(double, port=srv.port)  # taken
   with pytest.raises(ServeError, match="api_key"): make_server(double, api_key="")
   with pytest.raises(ServeError, match="max_tokens_cap"): make_server(double, max_tokens_cap=0)
+
+def test_serve_until_interrupted() -> None:
+  """serve() (what `tg-llm --serve` calls) in a subprocess: it says where it listens, answers, and exits cleanly on Ctrl-C."""
+  port = _free_port()
+  code = f"import sys; sys.path.insert(0, {str(pathlib.Path(__file__).parent)!r}); import test_llm_server as t; from tg_gguf.llm.server import serve; " \
+         f"serve(t.DoubleLLM(), '127.0.0.1', {port}, None)"
+  proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+  try:
+    line = proc.stdout.readline() if proc.stdout else ""
+    assert f"http://127.0.0.1:{port}/" in line, line
+    assert raw(Addr("127.0.0.1", port), "GET", "/health")[:1] == (200,)
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(30) == 0
+  finally:
+    if proc.poll() is None: proc.kill(); proc.wait()
 
 def test_page_served(srv: Running) -> None:
   st, headers, page = raw(srv, "GET", "/")
