@@ -136,7 +136,8 @@ class Addr:
   host: str
   port: int
 
-def raw(r: Running | Addr, method: str, path: str, body: bytes | str | dict | None = None, headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], Any]:
+def raw(r: Running | Addr, method: str, path: str, body: bytes | str | dict | None = None,
+        headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], Any]:
   """One request over http.client; the JSON body parsed (or the raw bytes when it is not JSON)."""
   conn = http.client.HTTPConnection(r.host, r.port, timeout=30)
   try:
