@@ -558,6 +558,31 @@ def test_page_chat(browser: Browser, double: DoubleLLM) -> None:
   _send(b, "this one fails")
   assert "max_tokens" in b.evaluate("document.querySelector('.error').textContent")
 
+def test_page_stop(browser: Browser) -> None:
+  """The Stop button mid-reply: the page keeps the partial reply, the server ends that generation early and serves the next."""
+  slow = DoubleLLM(delay=0.05)
+  r = Running(make_server(slow, max_tokens_cap=100))
+  try:
+    b = browser
+    b.call("Page.navigate", url=r.url + "/")
+    b.wait_for(f"document.getElementById('model').textContent === {json.dumps(slow.name)} && document.body.dataset.state === 'idle'")
+    text = "abcdefghijklmnopqrstuvwxyz" * 3  # a prompt whose reply never ends by itself
+    full = reference(slow, chat_ids(slow, [{"role": "user", "content": text}]), max_tokens=100).text
+    b.evaluate(f"document.getElementById('temperature').value = '0'; document.getElementById('max_tokens').value = '100';"
+               f"document.getElementById('input').value = {json.dumps(text)}; document.getElementById('form').requestSubmit(); true")
+    b.wait_for("document.querySelector('.assistant') && document.querySelector('.assistant').textContent.length >= 3")
+    b.evaluate("document.getElementById('send').click(); true")
+    b.wait_for("document.body.dataset.state === 'idle'")
+    partial = b.evaluate("document.querySelector('.assistant.stopped').textContent")
+    assert 3 <= len(partial) < len(full) and full.startswith(partial)
+    b.evaluate("document.getElementById('max_tokens').value = '20'; true")
+    _send(b, "next")  # the conversation goes on, with the partial reply in it
+    conv = [{"role": "user", "content": text}, {"role": "assistant", "content": partial}, {"role": "user", "content": "next"}]
+    second = reference(slow, chat_ids(slow, conv), max_tokens=20).text
+    assert b.evaluate("[...document.querySelectorAll('.assistant')].map(e => e.textContent)") == [partial, second]
+    assert len(slow.runs) == 2 and slow.runs[0][0] < 100 and not slow.runs[0][1], slow.runs  # the stopped generation ended early
+  finally: r.stop()
+
 def test_cli_page(cli: CLIServer) -> None:
   """The page against the real model: the key typed in, a greedy reply equal to the API's own."""
   if (binary := chromium_binary()) is None: pytest.skip("chromium is not installed (apt-get install chromium; make test's sysdeps step does it)")
