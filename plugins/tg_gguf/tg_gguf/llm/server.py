@@ -430,9 +430,10 @@ def make_server(llm: LLM, host: str = "127.0.0.1", port: int = 0, api_key: str |
   """A bound server (port 0 = a free one; `.server_address` says which). Run it with `.serve_forever()`, stop it with `.shutdown()`."""
   return LLMServer(llm, host, port, api_key, max_body_bytes, max_tokens_cap)
 
-def serve(llm: LLM, host: str = "127.0.0.1", port: int = 8000, api_key: str | None = None) -> None:
+def serve(llm: LLM, host: str = "127.0.0.1", port: int = 8000, api_key: str | None = None, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+          max_tokens_cap: int = DEFAULT_MAX_TOKENS_CAP) -> None:
   """Serve until Ctrl-C (what `tg-llm --serve [PORT]` runs)."""
-  server = make_server(llm, host, port, api_key)
+  server = make_server(llm, host, port, api_key, max_body_bytes, max_tokens_cap)
   h, p = server.server_address[:2]
   if api_key is None and h not in ("127.0.0.1", "::1", "localhost"):
     print(f"tg-llm: warning: listening on {h} without --api-key: anyone who can reach this port can use the model", file=sys.stderr)
