@@ -18,6 +18,9 @@ $(VENV)/.installed-sysdeps: | $(BIN)/python
 	@if command -v llvm-objdump-19 >/dev/null && command -v ld.lld-19 >/dev/null; then :; \
 	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then (apt-get update -qq && apt-get install -y -qq llvm-19 lld-19 >/dev/null) || echo "note: apt-get install llvm-19 lld-19 failed: the AMD decoder-oracle tests will skip"; \
 	else echo "note: llvm-19/lld-19 not installed (apt-get install llvm-19 lld-19): the AMD decoder-oracle tests will skip"; fi
+	@if command -v chromium >/dev/null; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then (apt-get update -qq && apt-get install -y -qq chromium >/dev/null) || echo "note: apt-get install chromium failed: the LLM web-page test will skip"; \
+	else echo "note: chromium not installed (apt-get install chromium): the LLM web-page test will skip"; fi
 	touch $@
 
 # the tests also need the references (torch CPU, safetensors, ...), the test tools and the plugins
