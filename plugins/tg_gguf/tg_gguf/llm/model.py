@@ -133,9 +133,10 @@ def apply_rope(x: Tensor, cos: Tensor, sin: Tensor, interleaved: bool) -> Tensor
   return (x0 * cos - x1 * sin).cat(x0 * sin + x1 * cos, dim=-1)
 
 class Transformer:
-  """forward(tokens embedded, start_pos) -> logits of the last position. `max_context` sizes the KV cache (<= the model's)."""
+  """forward(tokens embedded, start_pos) -> logits of one position. `max_context` sizes the KV cache and the RoPE tables."""
   def __init__(self, cfg: ModelConfig, weights: Weights, max_context: int):
-    if cfg.rope_dim != cfg.head_dim: raise LLMError(f"{cfg.arch}: partial RoPE (rope.dimension_count {cfg.rope_dim} < head dim {cfg.head_dim}) is not supported")
+    if cfg.rope_dim != cfg.head_dim:
+      raise LLMError(f"{cfg.arch}: partial RoPE (rope.dimension_count {cfg.rope_dim} < head dim {cfg.head_dim}) is not supported")
     self.cfg, self.w, self.max_context = cfg, weights, max_context
     dev = weights.device
     self.device = dev
@@ -196,8 +197,9 @@ class Transformer:
     g = g.gelu() if self.cfg.act == "gelu_tanh" else g.silu()
     return self.linear(g * self.linear(x, p + "ffn_up.weight"), p + "ffn_down.weight")
 
-  def forward(self, x: Tensor, start_pos: int | UOp) -> Tensor:
-    """x: (1, T, dim) embedded tokens at positions start_pos.. -> (vocab,) float32 logits of the last one."""
+  def forward(self, x: Tensor, start_pos: int | UOp, last: int | UOp | None = None) -> Tensor:
+    """x: (1, T, dim) embedded tokens at positions start_pos.. -> (vocab,) float32 logits at index `last` (default T-1) of the
+    chunk. Positions after `last` may be padding: causal masking keeps them out of every earlier position's result."""
     cfg, T = self.cfg, x.shape[1]
     for i in range(cfg.n_layers):
       p = f"blk.{i}."
@@ -206,6 +208,7 @@ class Transformer:
       x = x + h
       h = self.ffn(i, rms_norm(x, self.w[p + "ffn_norm.weight"], cfg.norm_eps))
       if cfg.post_norms: h = rms_norm(h, self.w[p + "post_ffw_norm.weight"], cfg.norm_eps)
-      x = x + h
-    x = rms_norm(x[:, T - 1:T], self.w["output_norm.weight"], cfg.norm_eps)
+      x = (x + h).realize()  # the residual stream is realized per layer: else every later schedule recomputes the layers before it
+    last = T - 1 if last is None else last
+    x = rms_norm(x[:, last:last + 1], self.w["output_norm.weight"], cfg.norm_eps)
     return (x @ self.output.T).reshape(cfg.vocab_size)
