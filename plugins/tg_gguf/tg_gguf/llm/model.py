@@ -201,14 +201,15 @@ class Transformer:
     """x: (1, T, dim) embedded tokens at positions start_pos.. -> (vocab,) float32 logits at index `last` (default T-1) of the
     chunk. Positions after `last` may be padding: causal masking keeps them out of every earlier position's result."""
     cfg, T = self.cfg, x.shape[1]
+    x = x.realize()
     for i in range(cfg.n_layers):
       p = f"blk.{i}."
       h = self.attention(i, rms_norm(x, self.w[p + "attn_norm.weight"], cfg.norm_eps), start_pos, T)
       if cfg.post_norms: h = rms_norm(h, self.w[p + "post_attention_norm.weight"], cfg.norm_eps)
-      x = x + h
+      x = (x + h).realize()
       h = self.ffn(i, rms_norm(x, self.w[p + "ffn_norm.weight"], cfg.norm_eps))
       if cfg.post_norms: h = rms_norm(h, self.w[p + "post_ffw_norm.weight"], cfg.norm_eps)
-      x = (x + h).realize()  # the residual stream is realized per layer: else every later schedule recomputes the layers before it
+      x = (x + h).realize()  # the residual stream is realized: else each consumer (norm reduce, matmuls) recomputes what made it
     last = T - 1 if last is None else last
     x = rms_norm(x[:, last:last + 1], self.w["output_norm.weight"], cfg.norm_eps)
     return (x @ self.output.T).reshape(cfg.vocab_size)
