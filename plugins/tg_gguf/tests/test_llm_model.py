@@ -52,7 +52,9 @@ class Ref:
     with torch.no_grad():
       out = self.hf.generate(torch.tensor([ids]), max_new_tokens=N_GREEDY, do_sample=False, output_logits=True, return_dict_in_generate=True,
                              eos_token_id=sorted(self.llm.tokenizer.eos_ids), pad_token_id=0)
-    return out.sequences[0, len(ids):].tolist(), torch.stack(out.logits)[:, 0].numpy()
+    seq = out.sequences[0, len(ids):].tolist()
+    seq = seq[:next((i for i, t in enumerate(seq) if t in self.llm.tokenizer.eos_ids), len(seq))]  # tg's token_ids end before the EOS
+    return seq, torch.stack(out.logits)[:, 0].numpy()
 
 def check_logits(got: np.ndarray, ref: np.ndarray, what: str) -> None:
   top = np.argsort(-ref)[:10]
