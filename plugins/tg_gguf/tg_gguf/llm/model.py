@@ -1,0 +1,224 @@
+"""Decoder-only transformers built from GGUF metadata alone: `llama` (SmolLM2), `gemma3` and `qwen2`.
+
+Weights stay packed: each quantized weight is its file blocks realized once on the device (uint8, the file's size) and viewed
+through the format's dequantize ops, so every matmul against it is one kernel that reads the packed blocks and dequantizes in
+registers. The KV cache is preallocated to the context, one realized (2, kv_heads, context, head_dim) tensor per layer.
+
+RoPE convention: llama.cpp's converter permutes llama's q/k rows so that rotated pairs are adjacent (GGML rope "normal",
+pairs (2i, 2i+1)); gemma3 and qwen2 keep HF's layout and rotate halves (GGML "neox", pairs (i, i + d/2))."""
+from __future__ import annotations
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from tg_core import Tensor, dtypes
+from tg_core.uop.ops import UOp
+
+from tg_gguf.llm.api import LLMError
+from tg_gguf.reader import GGUFFile, PLAIN_DTYPES, dequantize_blocks
+
+# GGML rope style per architecture (llama.cpp's LLM_ARCH -> rope type table)
+ROPE_INTERLEAVED = {"llama": True, "gemma3": False, "qwen2": False}
+
+@dataclass(frozen=True)
+class ModelConfig:
+  arch: str
+  n_layers: int
+  dim: int
+  hidden_dim: int
+  n_heads: int
+  n_kv_heads: int
+  head_dim: int
+  vocab_size: int
+  context_length: int           # the model's trained context (metadata)
+  norm_eps: float
+  rope_base: float
+  rope_dim: int
+  rope_interleaved: bool
+  rope_base_local: float        # gemma3's sliding-window layers
+  sliding_window: int           # 0: none
+  swa_pattern: int              # gemma3: every swa_pattern-th layer is global, the others slide
+  attn_scale: float
+  embed_scale: float            # gemma3 multiplies the embeddings by sqrt(dim)
+  act: str                      # "silu" | "gelu_tanh"
+  qk_norm: bool
+  post_norms: bool              # gemma3: norms after attention and after the FFN too
+
+  def is_sliding(self, layer: int) -> bool: return self.sliding_window > 0 and (layer + 1) % self.swa_pattern != 0
+  def layer_rope_base(self, layer: int) -> float: return self.rope_base_local if self.is_sliding(layer) else self.rope_base
+
+def config_from_metadata(md: dict[str, Any]) -> ModelConfig:
+  arch = md.get("general.architecture")
+  if arch not in ROPE_INTERLEAVED:
+    raise LLMError(f"unsupported architecture {arch!r} (general.architecture); supported: {', '.join(sorted(ROPE_INTERLEAVED))}")
+  def get(key: str, default: Any = None) -> Any:
+    if (v := md.get(f"{arch}.{key}", default)) is None: raise LLMError(f"the GGUF metadata has no {arch}.{key}, which a {arch} model needs")
+    return v
+  dim, n_heads = int(get("embedding_length")), int(get("attention.head_count"))
+  head_dim = int(get("attention.key_length", dim // n_heads))
+  if int(get("attention.value_length", head_dim)) != head_dim: raise LLMError(f"{arch}: key_length != value_length is not supported")
+  n_kv = get("attention.head_count_kv", n_heads)
+  if isinstance(n_kv, list): raise LLMError(f"{arch}: a per-layer attention.head_count_kv is not supported")
+  gemma = arch == "gemma3"
+  return ModelConfig(
+    arch=arch, n_layers=int(get("block_count")), dim=dim, hidden_dim=int(get("feed_forward_length")), n_heads=n_heads,
+    n_kv_heads=int(n_kv), head_dim=head_dim, vocab_size=int(md.get(f"{arch}.vocab_size", len(md.get("tokenizer.ggml.tokens", [])))),
+    context_length=int(get("context_length")), norm_eps=float(get("attention.layer_norm_rms_epsilon")),
+    rope_base=float(get("rope.freq_base", 10000.0)), rope_dim=int(get("rope.dimension_count", head_dim)),
+    rope_interleaved=ROPE_INTERLEAVED[arch], rope_base_local=10000.0 if gemma else float(get("rope.freq_base", 10000.0)),
+    sliding_window=int(get("attention.sliding_window", 0)) if gemma else 0, swa_pattern=6 if gemma else 1,
+    attn_scale=1.0 / math.sqrt(head_dim), embed_scale=math.sqrt(dim) if gemma else 1.0, act="gelu_tanh" if gemma else "silu",
+    qk_norm=gemma, post_norms=gemma)
+
+class Weights:
+  """The model's tensors on `device`: plain ones (F32, F16) copied as they are, quantized ones as realized packed blocks viewed
+  through their dequantize ops (the consumer's kernel decodes them)."""
+  def __init__(self, f: GGUFFile, device: str, progress: Any = None):
+    self.f, self.device = f, device
+    self.packed: dict[str, Tensor] = {}
+    self.tensors: dict[str, Tensor] = {}
+    self.blocked: dict[str, Tensor] = {}  # quantized matrices as (rows, blocks per row, block elems): see Transformer.linear
+    for i, name in enumerate(f.tensors):
+      info = f.tensors[name]
+      if info.format.dequantize in PLAIN_DTYPES:
+        self.tensors[name] = f.tensor(name, device).cast(dtypes.float32).contiguous().realize()
+      else:
+        self.packed[name] = f.raw(name, device).contiguous().realize()
+        deq = dequantize_blocks(self.packed[name], info.format)
+        self.tensors[name] = deq.reshape(info.shape)
+        if len(info.shape) == 2: self.blocked[name] = deq.reshape(info.shape[0], info.shape[1] // info.format.block_elems, info.format.block_elems)
+      if progress is not None: progress(i + 1, len(f.tensors))
+  def __contains__(self, name: str) -> bool: return name in self.tensors
+  def __getitem__(self, name: str) -> Tensor:
+    if name not in self.tensors: raise LLMError(f"{self.f.name} has no tensor {name!r}, which this architecture needs")
+    return self.tensors[name]
+
+class EmbeddingRows:
+  """Rows of a (vocab, dim) tensor read from the file's pages (np.memmap): a lookup touches only the rows it reads."""
+  def __init__(self, f: GGUFFile, name: str):
+    self.info = info = f.tensors[name]
+    self.maps = [np.memmap(p, dtype=np.uint8, mode="r") for p in f.paths]
+    self.starts, self.sizes = f.starts, f.sizes
+    self.n_rows = info.shape[0]
+    self.row_bytes = info.nbytes // self.n_rows
+    self.row_blocks = self.row_bytes // info.format.block_bytes
+  def _bytes(self, offset: int, n: int) -> np.ndarray:
+    parts = []
+    for m, start, size in zip(self.maps, self.starts, self.sizes):
+      lo, hi = max(offset, start), min(offset + n, start + size)
+      if lo < hi: parts.append(m[lo - start:hi - start])
+    return parts[0] if len(parts) == 1 else np.concatenate(parts)
+  def rows(self, ids: list[int]) -> np.ndarray:
+    """(len(ids), blocks per row, block bytes) uint8."""
+    if bad := [i for i in ids if not 0 <= i < self.n_rows]: raise LLMError(f"token id {bad[0]} is outside the vocabulary (0..{self.n_rows - 1})")
+    out = np.stack([self._bytes(self.info.offset + i * self.row_bytes, self.row_bytes) for i in ids])
+    return out.reshape(len(ids), self.row_blocks, self.info.format.block_bytes)
+
+def rms_norm(x: Tensor, w: Tensor, eps: float) -> Tensor:
+  return x * (x.square().mean(-1, keepdim=True) + eps).rsqrt() * w
+
+def rope_tables(cfg: ModelConfig, base: float, n_pos: int, device: str) -> tuple[Tensor, Tensor]:
+  """cos, sin of shape (n_pos, rope_dim/2): position p, frequency i = base**(-2i/rope_dim) (float32 as HF computes it)."""
+  inv = (1.0 / (np.float32(base) ** (np.arange(0, cfg.rope_dim, 2, dtype=np.float32) / np.float32(cfg.rope_dim)))).astype(np.float32)
+  ang = np.outer(np.arange(n_pos, dtype=np.float32), inv).astype(np.float32)
+  return Tensor(np.cos(ang), device=device).realize(), Tensor(np.sin(ang), device=device).realize()
+
+def apply_rope(x: Tensor, cos: Tensor, sin: Tensor, interleaved: bool) -> Tensor:
+  """x: (B, H, T, D); cos/sin: (T, D/2) (the full head is rotated: rope_dim == head_dim)."""
+  B, H, T, D = x.shape
+  if interleaved:
+    xr = x.reshape(B, H, T, D // 2, 2)
+    x0, x1 = xr[..., 0], xr[..., 1]
+    return (x0 * cos - x1 * sin).unsqueeze(-1).cat((x0 * sin + x1 * cos).unsqueeze(-1), dim=-1).reshape(B, H, T, D)
+  x0, x1 = x[..., :D // 2], x[..., D // 2:]
+  return (x0 * cos - x1 * sin).cat(x0 * sin + x1 * cos, dim=-1)
+
+class Transformer:
+  """forward(tokens embedded, start_pos) -> logits of one position. `max_context` sizes the KV cache and the RoPE tables."""
+  def __init__(self, cfg: ModelConfig, weights: Weights, max_context: int):
+    if cfg.rope_dim != cfg.head_dim:
+      raise LLMError(f"{cfg.arch}: partial RoPE (rope.dimension_count {cfg.rope_dim} < head dim {cfg.head_dim}) is not supported")
+    self.cfg, self.w, self.max_context = cfg, weights, max_context
+    dev = weights.device
+    self.device = dev
+    bases = sorted({cfg.layer_rope_base(i) for i in range(cfg.n_layers)})
+    self.rope = {b: rope_tables(cfg, b, max_context, dev) for b in bases}
+    self.caches = [Tensor.zeros(2, cfg.n_kv_heads, max_context, cfg.head_dim, device=dev).contiguous().realize() for _ in range(cfg.n_layers)]
+    self.positions = Tensor.arange(max_context, device=dev).realize()
+    self.output_name = "output.weight" if "output.weight" in weights else "token_embd.weight"  # tied embeddings
+    self.embd = EmbeddingRows(weights.f, "token_embd.weight")
+    self.bias = {n: weights[n] for n in weights.tensors if n.endswith(".bias")}
+
+  def embed_rows(self, ids: list[int]) -> Tensor:
+    """The packed embedding rows of `ids` (gathered on the host from the mapped file), realized on the device."""
+    return Tensor(self.embd.rows(ids), device=self.device).realize()
+
+  def embed(self, rows: Tensor) -> Tensor:
+    """(T, blocks per row, block bytes) packed rows -> (1, T, dim) embeddings, dequantized in the consumer's kernel."""
+    T = rows.shape[0]
+    x = dequantize_blocks(rows.reshape(-1, rows.shape[-1]), self.embd.info.format).reshape(1, T, self.cfg.dim)
+    return x * self.cfg.embed_scale if self.cfg.embed_scale != 1.0 else x
+
+  def linear(self, x: Tensor, name: str) -> Tensor:
+    """x @ W.T (+ bias). A quantized W is reduced per block, then over blocks: the kernel's inner loop runs over one block's
+    elements, so the block's scales (fp16 bits decoded with integer ops) are loop-invariant there and hoisted, not redone per
+    element (17x faster on a Q4_1 matvec than one flat reduce)."""
+    if (wb := self.w.blocked.get(name)) is not None:
+      n, nb, be = wb.shape
+      y = (x.reshape(*x.shape[:-1], 1, nb, be) * wb).sum(-1).sum(-1)
+    else: y = x @ self.w[name].T
+    return y + self.bias[b] if (b := name.replace(".weight", ".bias")) in self.bias else y
+
+  def attention(self, i: int, x: Tensor, start_pos: int | UOp, T: int) -> Tensor:
+    cfg, p = self.cfg, f"blk.{i}."
+    B, H, KV, D = 1, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim
+    q = self.linear(x, p + "attn_q.weight").reshape(B, T, H, D).transpose(1, 2)
+    k = self.linear(x, p + "attn_k.weight").reshape(B, T, KV, D).transpose(1, 2)
+    v = self.linear(x, p + "attn_v.weight").reshape(B, T, KV, D).transpose(1, 2)
+    if cfg.qk_norm:
+      q = rms_norm(q, self.w[p + "attn_q_norm.weight"], cfg.norm_eps)
+      k = rms_norm(k, self.w[p + "attn_k_norm.weight"], cfg.norm_eps)
+    cos, sin = self.rope[cfg.layer_rope_base(i)]
+    cos, sin = cos[start_pos:start_pos + T], sin[start_pos:start_pos + T]
+    q, k = apply_rope(q, cos, sin, cfg.rope_interleaved), apply_rope(k, cos, sin, cfg.rope_interleaved)
+    cache = self.caches[i]
+    cache[:, :, start_pos:start_pos + T].assign(k.reshape(KV, T, D).unsqueeze(0).cat(v.reshape(KV, T, D).unsqueeze(0))).realize()
+    S = start_pos + T
+    keys, vals = cache[0, :, :S].unsqueeze(0), cache[1, :, :S].unsqueeze(0)   # (1, KV, S, D)
+    G = H // KV
+    qg = q.reshape(B, KV, G * T, D)                                             # heads of a group share their kv head
+    scores = (qg @ keys.transpose(-1, -2)) * cfg.attn_scale                    # (1, KV, G*T, S)
+    kpos = self.positions[:S].reshape(1, 1, 1, S)
+    qpos = (self.positions[start_pos:start_pos + T]).reshape(1, 1, T, 1)
+    ok = kpos <= qpos
+    if cfg.is_sliding(i): ok = ok & (kpos > qpos - cfg.sliding_window)
+    scores = scores.reshape(B, KV, G, T, S)
+    scores = ok.unsqueeze(2).where(scores, float("-inf")) if T > 1 or cfg.is_sliding(i) else scores
+    attn = scores.softmax(-1).reshape(B, KV, G * T, S) @ vals                   # (1, KV, G*T, D)
+    out = attn.reshape(B, H, T, D).transpose(1, 2).reshape(B, T, H * D)
+    return self.linear(out, p + "attn_output.weight")
+
+  def ffn(self, i: int, x: Tensor) -> Tensor:
+    p = f"blk.{i}."
+    g = self.linear(x, p + "ffn_gate.weight")
+    g = g.gelu() if self.cfg.act == "gelu_tanh" else g.silu()
+    return self.linear(g * self.linear(x, p + "ffn_up.weight"), p + "ffn_down.weight")
+
+  def forward(self, x: Tensor, start_pos: int | UOp, last: int | UOp | None = None) -> Tensor:
+    """x: (1, T, dim) embedded tokens at positions start_pos.. -> (vocab,) float32 logits at index `last` (default T-1) of the
+    chunk. Positions after `last` may be padding: causal masking keeps them out of every earlier position's result."""
+    cfg, T = self.cfg, x.shape[1]
+    x = x.realize()
+    for i in range(cfg.n_layers):
+      p = f"blk.{i}."
+      h = self.attention(i, rms_norm(x, self.w[p + "attn_norm.weight"], cfg.norm_eps), start_pos, T)
+      if cfg.post_norms: h = rms_norm(h, self.w[p + "post_attention_norm.weight"], cfg.norm_eps)
+      x = (x + h).realize()
+      h = self.ffn(i, rms_norm(x, self.w[p + "ffn_norm.weight"], cfg.norm_eps))
+      if cfg.post_norms: h = rms_norm(h, self.w[p + "post_ffw_norm.weight"], cfg.norm_eps)
+      x = (x + h).realize()  # the residual stream is realized: else each consumer (norm reduce, matmuls) recomputes what made it
+    last = T - 1 if last is None else last
+    x = rms_norm(x[:, last:last + 1], self.w["output_norm.weight"], cfg.norm_eps)
+    return self.linear(x, self.output_name).reshape(cfg.vocab_size)
