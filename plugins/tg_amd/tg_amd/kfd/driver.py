@@ -41,8 +41,8 @@ def _process(os_: OSInterface) -> KFDProcess:
     try: fd = os_.open("/dev/kfd")
     except OSError as e:
       raise DeviceUnavailableError(f"AMD: can't open /dev/kfd ({e.strerror or e}): no AMD GPU with the amdgpu/KFD driver here. "
-                                   "Use DEV=MOCKKFD+AMD to run on the mock KFD and its emulator (until the AMD device is registered "
-                                   "with tg_core: KFDDevice(os_=tg_amd.kfd.mock.MockKFD()))") from e
+                                   "Use DEV=MOCKKFD+AMD to run on the mock KFD and its emulator (directly: "
+                                   "KFDDevice(os_=tg_amd.kfd.mock.MockKFD()))") from e
     _PROCESSES[os_] = KFDProcess(fd)
   return _PROCESSES[os_]
 
