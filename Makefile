@@ -47,6 +47,11 @@ OP_TESTS := tests/test_ops_elementwise.py tests/test_ops_reduce.py tests/test_op
   tests/test_optim_muon.py tests/test_symbolic_shapes.py
 
 DEMO_PROMPT ?= What's a male chicken called? Answer with one word.
+# the op-vs-torch subset DEV=MOCKKFD+AMD runs (the emulator runs one wave at a time: the whole suite is too slow for CI), and the
+# kit's smaller pass on gfx942 (CDNA3, wave64)
+AMD_OP_TESTS := tests/test_ops_elementwise.py
+AMD_GFX942_KIT := not matmul and not conv2d and not many_small_kernels
+
 demo: $(VENV)/.installed-demo
 	DEV=CPU $(BIN)/python -m tg_gguf --model smollm2 --max-tokens 64 --prompt "$(DEMO_PROMPT)"
 
@@ -58,6 +63,9 @@ test: $(VENV)/.installed-test
 	SPEC=1 DEV=CPU $(BIN)/python -m pytest -n 2 --pyargs tg_core.testing --tg-device=CPU --tg-strict-renderer
 	SPEC=1 $(BIN)/python -m pytest -n 2 --pyargs tg_core.testing --tg-device=MOCK+CUDA --tg-strict-renderer
 	SPEC=1 $(BIN)/python -m pytest -n 2 --pyargs tg_core.testing --tg-device=MOCK+CUDA:PTX --tg-strict-renderer
+	SPEC=1 $(BIN)/python -m pytest -n 2 --pyargs tg_core.testing --tg-device=MOCKKFD+AMD --tg-strict-renderer -p tg_amd.kit_all_archs
+	SPEC=1 $(BIN)/python -m pytest -n 2 --pyargs tg_core.testing --tg-device=MOCKKFD+AMD:LLVM:gfx942 --tg-strict-renderer -k "$(AMD_GFX942_KIT)"
+	SPEC=1 DEV=MOCKKFD+AMD $(BIN)/python -m pytest -n 2 $(AMD_OP_TESTS)
 	SPEC=1 DEV=CPU $(BIN)/python -m pytest -n 2 plugins/tg_cpu_x86/tests $(OP_TESTS)
 	SPEC=1 DEV=CPU $(BIN)/python -m pytest -n 2 plugins/tg_gguf/tests
 	SPEC=1 DEV=PYTHON $(BIN)/python -m pytest -n 2 plugins/tg_gguf/tests

@@ -66,6 +66,10 @@ _reg("s_sext_i32_i8", 32, 32, lambda a, b, c: (_sx(a & 0xff, 8) & M32, None))
 _reg("s_sext_i32_i16", 32, 32, lambda a, b, c: (_sx(a & 0xffff, 16) & M32, None))
 _reg("s_abs_i32", 32, 32, lambda a, b, c: ((r := abs(_s32(a)) & M32), int(r != 0)))
 _reg("s_clz_i32_u32", 32, 32, lambda a, b, c: (32 - a.bit_length() if a else M32, None))
+_reg("s_clz_i32_u64", 32, 64, lambda a, b, c: (64 - a.bit_length() if a else M32, None))
+# leading bits equal to the sign bit (counting it), -1 when every bit is: clz of the value with the sign folded away
+_reg("s_cls_i32", 32, 32, lambda a, b, c: (M32 if a in (0, M32) else 32 - (a ^ M32 if a >> 31 else a).bit_length(), None))
+_reg("s_cls_i32_i64", 32, 64, lambda a, b, c: (M32 if a in (0, M64) else 64 - (a ^ M64 if a >> 63 else a).bit_length(), None))
 del SOP["s_bitset0_b32"], SOP["s_bitset0_b64"]
 # SOPK: b is the 16-bit immediate
 _reg("s_movk_i32", 32, 32, lambda a, b, c: (_sx(b, 16) & M32, None))

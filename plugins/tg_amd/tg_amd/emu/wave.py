@@ -78,7 +78,9 @@ GFX9_ALIASES = {
   "ds_read2_b32": "ds_load_2addr_b32", "ds_read2_b64": "ds_load_2addr_b64", "ds_write2_b32": "ds_store_2addr_b32", "ds_write2_b64": "ds_store_2addr_b64",
   "ds_read2st64_b32": "ds_load_2addr_stride64_b32", "ds_write2st64_b32": "ds_store_2addr_stride64_b32",
   **{f"s_{a}n2_{t}": f"s_{a}_not1_{t}" for a in ("and", "or") for t in ("b32", "b64", "saveexec_b64", "saveexec_b32")},
-  "s_ff1_i32_b32": "s_ctz_i32_b32", "s_ff1_i32_b64": "s_ctz_i32_b64", "s_flbit_i32_b32": "s_clz_i32_u32",
+  "s_ff1_i32_b32": "s_ctz_i32_b32", "s_ff1_i32_b64": "s_ctz_i32_b64", "s_flbit_i32_b32": "s_clz_i32_u32", "s_flbit_i32_b64": "s_clz_i32_u64",
+  "s_flbit_i32": "s_cls_i32",
+  "s_flbit_i32_i64": "s_cls_i32_i64",
   "v_add_u32": "v_add_nc_u32", "v_sub_u32": "v_sub_nc_u32", "v_subrev_u32": "v_subrev_nc_u32", "v_add_u16": "v_add_nc_u16",
   "v_sub_u16": "v_sub_nc_u16", "v_subrev_u16": "v_subrev_nc_u16", "v_addc_co_u32": "v_add_co_ci_u32", "v_subb_co_u32": "v_sub_co_ci_u32",
   "v_subbrev_co_u32": "v_subrev_co_ci_u32", "v_ffbh_u32": "v_clz_i32_u32", "v_ffbl_b32": "v_ctz_i32_b32", "v_ffbh_i32": "v_cls_i32",
@@ -319,11 +321,59 @@ def _write_mask(code: int, lanes: int) -> Callable[[Wave, np.ndarray], None]:
   wd = swrite(code, 64 if lanes == 64 else 32)
   return lambda w, m: wd(w, bits_of(m & w.execmask))
 
+_SDWA_FIELD = {0: (0, 8), 1: (8, 8), 2: (16, 8), 3: (24, 8), 4: (0, 16), 5: (16, 16), 6: (0, 32)}  # SEL -> (shift, width)
+
+def _sdwa(inst: Inst, lanes: int) -> tuple[Callable[[int, str], Callable[[Wave], np.ndarray]], Callable[[str], Callable[[Wave, np.ndarray], None]], int]:
+  """gfx9 SDWA (VOP1/VOP2/VOPC with src0 = 249): the operand readers, result writer and compare destination its second dword
+  selects. A source is the selected byte/word of its register, zero- or sign-extended to 32 bits, then read as the op's type;
+  a result's low bits go to the selected byte/word, the rest padded with zeros, sign-extended or preserved (DST_UNUSED)."""
+  from tg_amd.emu.decoder import _g9s
+  f, sd = inst.f, inst.words[1]
+  def bits(hi: int, lo: int) -> int: return sd >> lo & ((1 << (hi - lo + 1)) - 1)
+  vopc = inst.enc == "VOPC"
+  if not vopc and (bits(13, 13) or bits(15, 14)): raise _Unsupported("SDWA clamp/omod")
+  codes = [_g9s(bits(7, 0)) if bits(23, 23) else 256 + bits(7, 0)]
+  if inst.enc in ("VOP2", "VOPC"): codes.append(_g9s(f["vsrc1"]) if bits(31, 31) else 256 + f["vsrc1"])
+  mods = [(bits(18, 16), bits(19, 19), bits(20, 20), bits(21, 21)), (bits(26, 24), bits(27, 27), bits(28, 28), bits(29, 29))]
+  def src(i: int, ty: str) -> Callable[[Wave], np.ndarray]:
+    sel, sext, neg, absm = mods[i]
+    if sel not in _SDWA_FIELD: raise _Unsupported(f"SDWA src{i}_sel {sel}")
+    shift, width = _SDWA_FIELD[sel]
+    raw, nb = vread(inst, codes[i], "u32"), valu.BITS[ty]
+    if nb not in (16, 32): raise _Unsupported(f"SDWA on a {nb}-bit operand")
+    isf = ty in _FLOAT_BITS
+    if (neg or absm) and not isf: raise _Unsupported("SDWA abs/neg on an integer operand")
+    def rd(w: Wave) -> np.ndarray:
+      x = (_wide(raw(w), (lanes,)).astype(np.uint32) >> np.uint32(shift)) & np.uint32((1 << width) - 1) if width < 32 else _wide(raw(w), (lanes,))
+      if sext and width < 32: x = (x.astype(np.int64) - ((x.astype(np.int64) >> (width - 1) & 1) << width)).astype(np.uint32)
+      v = (x & np.uint32(0xFFFF)).astype(np.uint16).view(valu.DT[ty]) if nb == 16 else np.asarray(x, np.uint32).view(valu.DT[ty])
+      if absm: v = np.abs(v)
+      if neg: v = -v
+      return v
+    return rd
+  def dst(ty: str) -> Callable[[Wave, np.ndarray], None]:
+    d, sel, unused, nb = f["vdst"], bits(10, 8), bits(12, 11), valu.BITS[ty]
+    if sel not in _SDWA_FIELD or unused == 3: raise _Unsupported(f"SDWA dst_sel {sel} / dst_unused {unused}")
+    if nb not in (16, 32): raise _Unsupported(f"SDWA on a {nb}-bit result")
+    shift, width = _SDWA_FIELD[sel]
+    fmask = ((1 << width) - 1) << shift
+    def wr(w: Wave, val: np.ndarray) -> None:
+      r = _wide(np.asarray(val, valu.DT[ty]).view(np.uint16 if nb == 16 else np.uint32), (lanes,)).astype(np.uint64)
+      field = (r << np.uint64(shift)) & np.uint64(fmask)
+      if unused == 2: new = (w.v[d].astype(np.uint64) & np.uint64(~fmask & M32)) | field
+      elif unused == 1:
+        sign = (field >> np.uint64(shift + width - 1)) & np.uint64(1)
+        new = field | (sign * np.uint64(M32 & ~((1 << (shift + width)) - 1)))
+      else: new = field
+      np.copyto(w.v[d], new.astype(np.uint32), where=w.execmask)
+    return wr
+  return src, dst, (_g9s(bits(14, 8)) if bits(15, 15) else VCC) if vopc else VCC
+
 def _vop(inst: Inst, prog: Program, lanes: int) -> Exec:
   name, f, enc = inst.name, inst.f, inst.enc
   assert name is not None
-  if "sdwa_dpp" in f: raise _Unsupported("SDWA/DPP operand (src0 = 249/250)")
   g9 = prog.gfx9
+  if "sdwa_dpp" in f and not (g9 and f["sdwa_dpp"] == 249): raise _Unsupported("DPP operand (src0 = 250)" if f["sdwa_dpp"] == 250 else "SDWA operand on gfx11")
   e3 = enc in ("VOP3", "VOP3SD")
   srcs_codes = [f["src0"]] + ([f["vsrc1"] + 256] if enc in ("VOP2", "VOPC") else [f["src1"], f["src2"]] if e3 else [])
   absb, negb, opsel = f.get("abs", 0), f.get("neg", 0), f.get("opsel", 0)
@@ -348,6 +398,8 @@ def _vop(inst: Inst, prog: Program, lanes: int) -> Exec:
     if e3: return vwrite(f["vdst"], ty, bool(opsel >> 3 & 1), clamp)
     d, hi = _t16(f["vdst"], ty)
     return vwrite(d, ty, hi)
+  cmp_sdst = f["vdst"] if e3 else VCC
+  if "sdwa_dpp" in f: src, dst, cmp_sdst = _sdwa(inst, lanes)  # GCN sub-dword addressing: operand and result selects
   # comparisons
   base = name.replace("v_cmpx_", "v_cmp_")
   if base in valu.CMP:
@@ -356,7 +408,7 @@ def _vop(inst: Inst, prog: Program, lanes: int) -> Exec:
     if "class" in base: test = lambda w: valu.fp_class(_wide(a(w), (lanes,)), _wide(b(w), (lanes,)))
     else: test = lambda w: _wide(cmp(a(w), b(w)), (lanes,))
     if clamp: raise _Unsupported("clamp on a compare")
-    wm = _write_mask(f["vdst"] if e3 else VCC, lanes)
+    wm = _write_mask(cmp_sdst, lanes)
     if name.startswith("v_cmpx_") and g9:  # GCN's v_cmpx writes its SGPR destination and EXEC
       def cmpx9(w: Wave) -> None:
         m = test(w) & w.execmask

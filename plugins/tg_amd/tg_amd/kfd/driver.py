@@ -18,7 +18,7 @@ from tg_amd.emu.dispatch import build_kernargs
 from tg_amd.emu.elf import read_code_object
 from tg_amd.kfd import packets as pk
 from tg_amd.kfd import uapi
-from tg_amd.kfd.errors import KFDIoctlError, KFDOutOfMemoryError
+from tg_amd.kfd.errors import KFDDeviceFaultError, KFDIoctlError, KFDOutOfMemoryError
 from tg_amd.kfd.seam import LinuxOS, OSInterface
 from tg_amd.kfd.topology import KFDNode, gpu_nodes
 
@@ -41,8 +41,8 @@ def _process(os_: OSInterface) -> KFDProcess:
     try: fd = os_.open("/dev/kfd")
     except OSError as e:
       raise DeviceUnavailableError(f"AMD: can't open /dev/kfd ({e.strerror or e}): no AMD GPU with the amdgpu/KFD driver here. "
-                                   "Use DEV=MOCKKFD+AMD to run on the mock KFD and its emulator (until the AMD device is registered "
-                                   "with tg_core: KFDDevice(os_=tg_amd.kfd.mock.MockKFD()))") from e
+                                   "Use DEV=MOCKKFD+AMD to run on the mock KFD and its emulator (directly: "
+                                   "KFDDevice(os_=tg_amd.kfd.mock.MockKFD()))") from e
     _PROCESSES[os_] = KFDProcess(fd)
   return _PROCESSES[os_]
 
@@ -53,6 +53,7 @@ class KFDDevice(HCQCompiled):
       if not _LINUX: _LINUX.append(LinuxOS())
       os_ = _LINUX[0]
     self.os, self.timeout_s = os_, timeout_s
+    self.fault: Exception | None = None  # what stopped the device (see _Ring.ring_doorbell)
     self.process = _process(os_)
     self.kfd = self.process.kfd
     ver = self.ioctl("AMDKFD_IOC_GET_VERSION")
@@ -175,9 +176,21 @@ class _Ring:
     self.doorbell_index = (q.doorbell_offset & 0x1fff) // 8
     self.wptr = 0  # in packets (AQL) or bytes (SDMA), as the engine counts
 
+  def check_fault(self) -> None:
+    if (f := self.dev.fault) is not None:
+      raise KFDDeviceFaultError(f"AMD {self.dev.arch}: the device stopped at an earlier fault ({type(f).__name__}: {f})") from f
+
+  def ring_doorbell(self, value: int) -> None:
+    """Write the doorbell. A fault the write reports (the mock KFD runs the queue right here) stops the device."""
+    try: self.doorbell[self.doorbell_index] = value
+    except Exception as e:
+      self.dev.fault = e
+      raise
+
 class AQLRing(_Ring):
   queue_type, ring_size = uapi.KFD_IOC_QUEUE_TYPE_COMPUTE_AQL, 64 * pk.AQL_PACKET_SIZE * 16
   def push(self, packets: list[bytes]) -> None:
+    self.check_fault()
     n = self.ring_size // pk.AQL_PACKET_SIZE
     rptr = struct.unpack_from("<Q", self.pointers.cpu_view, 0)[0]  # type: ignore[arg-type]
     if self.wptr + len(packets) - rptr > n: raise HCQQueueError(f"AQL queue full: {len(packets)} packets with {self.wptr - rptr} of {n} in flight")
@@ -189,11 +202,12 @@ class AQLRing(_Ring):
       view[off:off + 2] = p[:2]
       self.wptr += 1
     struct.pack_into("<Q", self.pointers.cpu_view, 8, self.wptr)  # type: ignore[arg-type]
-    self.doorbell[self.doorbell_index] = self.wptr - 1  # an AQL doorbell holds the id of the last packet written
+    self.ring_doorbell(self.wptr - 1)  # an AQL doorbell holds the id of the last packet written
 
 class SDMARing(_Ring):
   queue_type, ring_size = uapi.KFD_IOC_QUEUE_TYPE_SDMA, 1 << 16
   def push(self, packets: list[bytes]) -> None:
+    self.check_fault()
     data = b"".join(packets)
     rptr = struct.unpack_from("<Q", self.pointers.cpu_view, 0)[0]  # type: ignore[arg-type]
     if self.wptr + len(data) - rptr > self.ring_size: raise HCQQueueError(f"SDMA queue full: {len(data)} bytes with {self.wptr - rptr} in flight")
@@ -204,7 +218,7 @@ class SDMARing(_Ring):
       view[off:off + 4] = data[i:i + 4]
     self.wptr += len(data)
     struct.pack_into("<Q", self.pointers.cpu_view, 8, self.wptr)  # type: ignore[arg-type]
-    self.doorbell[self.doorbell_index] = self.wptr  # an SDMA doorbell holds the write pointer in bytes
+    self.ring_doorbell(self.wptr)  # an SDMA doorbell holds the write pointer in bytes
 
 class AMDComputeQueue(HWQueue[KFDDevice]):
   """Commands for the AQL compute queue: dispatches, waits (barrier-value packets) and signals (a barrier packet's completion)."""

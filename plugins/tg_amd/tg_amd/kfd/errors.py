@@ -21,3 +21,7 @@ class KFDOutOfMemoryError(KFDIoctlError, MemoryError):
 
 class KFDTopologyError(KFDError):
   """The sysfs topology has no usable GPU node, or a node's properties can't be read."""
+
+class KFDDeviceFaultError(KFDError):
+  """A submission after the device faulted (a kernel fault, an unknown packet): its timeline can't advance any more, so every
+  later submission and wait fails at once with the first fault instead of timing out. Reopen the device (a new process)."""

@@ -50,6 +50,7 @@ class _Queue:
   rptr: int
   wptr: int
   doorbell_index: int
+  fault: Exception | None = None  # what stopped the queue (a kernel fault, an unknown packet): later doorbells raise it again
 
 @dataclass
 class _Node:
@@ -243,8 +244,15 @@ class MockKFD:
     q = next((q for q in n.queues.values() if q.doorbell_index == index), None)
     if q is None: raise MockKFDError(f"doorbell {index} of gpu {gpu_id} belongs to no queue")
     if q.queue_type in self._hung: return
-    if q.queue_type == uapi.KFD_IOC_QUEUE_TYPE_SDMA: self._run_sdma(q, value)
-    else: self._run_aql(q, value)
+    # a fault stops the queue, as KFD evicts a queue whose kernel faulted: its signals would never advance, so a later
+    # submission fails at once naming the first fault instead of waiting out its timeout
+    if q.fault is not None: raise MockKFDError(f"queue {q.queue_id} stopped at an earlier fault: {type(q.fault).__name__}: {q.fault}") from q.fault
+    try:
+      if q.queue_type == uapi.KFD_IOC_QUEUE_TYPE_SDMA: self._run_sdma(q, value)
+      else: self._run_aql(q, value)
+    except Exception as e:
+      q.fault = e
+      raise
 
   def _u64(self, addr: int) -> int: return int(self.mem.view(addr, np.uint64, 1)[0])
   def _set_u64(self, addr: int, v: int) -> None: self.mem.view(addr, np.uint64, 1)[0] = v & (1 << 64) - 1
