@@ -68,7 +68,8 @@ test: $(VENV)/.installed-test
 	SPEC=1 DEV=MOCKKFD+AMD $(BIN)/python -m pytest -n 2 $(AMD_OP_TESTS)
 	SPEC=1 DEV=CPU $(BIN)/python -m pytest -n 2 plugins/tg_cpu_x86/tests $(OP_TESTS)
 	SPEC=1 DEV=CPU $(BIN)/python -m pytest -n 2 plugins/tg_gguf/tests
-	SPEC=1 DEV=PYTHON $(BIN)/python -m pytest -n 2 plugins/tg_gguf/tests
+	# the LLM runner tests run once, on CPU (a real model on the PYTHON interpreter device is far too slow; the tokenizer is device-free)
+	SPEC=1 DEV=PYTHON $(BIN)/python -m pytest -n 2 plugins/tg_gguf/tests --ignore-glob="*test_llm_*"
 	SPEC=1 DEV=CPU $(BIN)/python -m pytest -n 2 plugins/tg_onnx/tests
 	SPEC=1 DEV=PYTHON $(BIN)/python -m pytest -n 2 plugins/tg_onnx/tests/test_models.py
 	SPEC=1 DEV=PYTHON $(BIN)/python -m pytest -n 2 tests

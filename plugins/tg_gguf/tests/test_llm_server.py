@@ -9,7 +9,6 @@ Part 3 loads the chat page in headless Chromium over the DevTools protocol, send
 from __future__ import annotations
 import dataclasses
 import http.client
-import importlib.util
 import json
 import os
 import pathlib
@@ -456,9 +455,6 @@ class CLIServer(Running):
 
 @pytest.fixture(scope="module")
 def cli() -> Iterator[CLIServer]:
-  # TODO(lead): drop this skip once the model engineer's branch (tg_gguf.llm.cli, generate, model) is merged
-  if importlib.util.find_spec("tg_gguf.llm.cli") is None:
-    pytest.skip("needs tg_gguf.llm.cli (the tg-llm CLI from the LLM model branch), absent until it is merged")
   if os.environ.get("DEV", "CPU") != "CPU":
     pytest.skip("the real-model server runs once, in the DEV=CPU pass (the PYTHON device is an interpreter, too slow for it)")
   from gguf_testutil import model_file
