@@ -8,7 +8,7 @@ A plugin is a distribution with an entry point in the group `tg_core.plugins` na
 
     # tg_amd/plugin.py: imports only tg_core.plugins
     from tg_core.plugins import DeviceSpec, hookimpl
-    tg_api = (1, 1)
+    tg_api = (1, 2)
     @hookimpl
     def tg_devices(): return [DeviceSpec("AMD", "tg_amd.device:AMDDevice", priority=10, probe="tg_amd.probe:has_kfd")]
 """

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from tg_core.plugins.specs import DeviceSpec, hookimpl
 
-tg_api = (1, 1)
+tg_api = (1, 2)
 
 @hookimpl
 def tg_devices() -> list[DeviceSpec]:

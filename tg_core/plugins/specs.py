@@ -11,7 +11,7 @@ import pluggy
 PROJECT = "tg_core"
 # (major, minor) of the plugin API: a plugin's major must match, its minor be <= this.
 # 1.1: the renderer contract is one declared record, RendererCaps (docs/backend-authors.md); DEV is validated against it
-TG_CORE_API: tuple[int, int] = (1, 1)
+TG_CORE_API: tuple[int, int] = (1, 2)
 hookspec = pluggy.HookspecMarker(PROJECT)
 hookimpl = pluggy.HookimplMarker(PROJECT)
 

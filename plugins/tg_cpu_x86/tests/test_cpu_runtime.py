@@ -200,7 +200,7 @@ def test_manifest_is_light() -> None:
   assert "tg_cpu_x86.device" not in new
   print(tg_cpu_x86.plugin.tg_api)
   """)
-  assert "(1, 1)" in out
+  assert "(1, 2)" in out
 
 def test_renderer_does_not_import_the_runtime() -> None:
   out = _run("""

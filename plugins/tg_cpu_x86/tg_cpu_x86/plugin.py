@@ -1,7 +1,7 @@
 """The manifest of tg-cpu-x86: imports only tg_core.plugins. The device (llvmlite, ctypes) loads when CPU is first opened."""
 from tg_core.plugins import DeviceSpec, RendererSpec, hookimpl
 
-tg_api = (1, 1)
+tg_api = (1, 2)
 
 @hookimpl
 def tg_devices() -> list[DeviceSpec]:
