@@ -81,6 +81,7 @@ class KFDDevice(HCQCompiled):
     self._kernarg_next = 0
     self.compute_queue = AQLRing(self)
     self.copy_queue = SDMARing(self)
+    self.compute_queue_t = AMDComputeQueue
     self.timeline_signal = self.new_signal("timeline")
 
   def close(self) -> None:
@@ -329,10 +330,13 @@ class AMDProgram(HCQProgram):
     self.group_segment_size = self.kernel.descriptor.group_segment_fixed_size
     self.private_segment_size = self.kernel.descriptor.private_segment_fixed_size
 
+  def kernargs(self, bufs: tuple[int, ...], vals: tuple[int, ...], grid: tuple[int, int, int], block: tuple[int, int, int]) -> bytes:
+    return build_kernargs(self.kernel, self.layout.pack(bufs, vals), grid, block)
+
   def __call__(self, *bufs: HCQBuffer, vals: tuple[int, ...] = (), grid: tuple[int, int, int] = (1, 1, 1), block: tuple[int, int, int] = (1, 1, 1),
                wait: bool = True) -> None:
     dev = self.dev
-    args = dev.kernargs(build_kernargs(self.kernel, self.layout.pack(tuple(b.va for b in bufs), vals), grid, block))
+    args = dev.kernargs(self.kernargs(tuple(b.va for b in bufs), vals, grid, block))
     AMDComputeQueue().wait(dev.timeline_signal, dev.timeline_value).exec(self, args, grid, block) \
                      .signal(dev.timeline_signal, dev.next_timeline()).submit(dev)
     if wait: dev.synchronize(dev.timeout_s)

@@ -1,0 +1,74 @@
+"""TinyJit on MOCKKFD+AMD replays through tg_core.hcq.HCQGraph: every replay equals numpy (new inputs, a symbolic Variable), is
+ONE compute-queue submission however many kernels it holds, and a fault during a replay surfaces as the driver's typed error."""
+from __future__ import annotations
+import numpy as np
+import pytest
+
+import tg_amd.device as amd_device
+from tg_core import Tensor, TinyJit, Variable
+from tg_core.device import Device
+from tg_core.hcq import HCQGraph
+from tg_core.helpers import Context
+from tg_amd.kfd.errors import KFDDeviceFaultError
+from tg_amd.kfd.mock import MockKFD, MockKFDError
+
+rng = np.random.default_rng(14)
+def rnd(*s: int) -> np.ndarray: return rng.standard_normal(s).astype(np.float32)
+
+def _fresh(monkeypatch: pytest.MonkeyPatch, name: str) -> tuple[str, MockKFD, list[int]]:
+  """Open `name` on its own mock KFD; returns it, the mock and a list that gets one entry per compute-queue submission."""
+  mock = MockKFD()
+  monkeypatch.setattr(amd_device, "mock_kfd", lambda: mock)
+  with Context(DEV="MOCKKFD+AMD"): dev = Device[name]
+  ring = dev.kfd.compute_queue  # type: ignore[attr-defined]
+  pushes: list[int] = []
+  push = ring.push
+  def counted(packets: list[bytes]) -> None:
+    pushes.append(len(packets))
+    push(packets)
+  monkeypatch.setattr(ring, "push", counted)
+  return name, mock, pushes
+
+def _three_kernels(x: Tensor, y: Tensor) -> Tensor:
+  a = (x + y).realize()
+  b = (a * x).realize()
+  return (b - y).relu().realize()
+
+def test_replay_is_one_submission_and_matches_numpy(monkeypatch: pytest.MonkeyPatch):
+  name, mock, pushes = _fresh(monkeypatch, "AMD:40")
+  jf = TinyJit(_three_kernels)
+  for call in range(5):
+    x, y = rnd(8, 24), rnd(8, 24)
+    tx, ty = Tensor(x, device=name).realize(), Tensor(y, device=name).realize()
+    pushes.clear()
+    d0 = mock.dispatches
+    out = jf(tx, ty)
+    if call >= 2:  # a replay: the graph's one queue (a wait, the three dispatches, a signal)
+      assert pushes == [5], pushes
+      assert mock.dispatches - d0 == 3
+    np.testing.assert_allclose(out.numpy(), np.maximum((x + y) * x - y, 0), rtol=1e-6, atol=1e-6)
+  assert jf.captured is not None and len(jf.captured) == 3
+  assert jf.plan is not None and len(jf.plan) == 1 and isinstance(jf.plan[0][0], HCQGraph) and jf.plan[0][1] == [0, 1, 2]
+
+def test_replay_with_a_symbolic_variable_patches_vals_and_dims(monkeypatch: pytest.MonkeyPatch):
+  name, _, pushes = _fresh(monkeypatch, "AMD:42")
+  a = rnd(3, 300)
+  ta = Tensor(a, device=name).realize()
+  jf = TinyJit(lambda x: ((x + 1).realize() * 2).realize())
+  for call, i in enumerate([5, 300, 1, 129, 300, 7]):  # the grid (FLAT_BLOCK workgroups) changes with i
+    vi = Variable("i", 1, 300).bind(i)
+    pushes.clear()
+    out = jf(ta[:, :vi])
+    if call >= 2: assert pushes == [4], pushes  # a replay: wait, the two dispatches, signal
+    np.testing.assert_allclose(out[:3, :i].numpy(), (a[:, :i] + 1) * 2, rtol=1e-6)
+  assert jf.plan is not None and len(jf.plan) == 1 and isinstance(jf.plan[0][0], HCQGraph)
+
+def test_fault_during_a_graph_replay_is_typed(monkeypatch: pytest.MonkeyPatch):
+  name, mock, _ = _fresh(monkeypatch, "AMD:44")
+  jf = TinyJit(_three_kernels)
+  x, y = rnd(4, 16), rnd(4, 16)
+  for _ in range(3): jf(Tensor(x, device=name), Tensor(y, device=name))
+  monkeypatch.setattr(mock, "_dispatch", lambda *a: (_ for _ in ()).throw(MockKFDError("injected dispatch fault")))
+  with pytest.raises(MockKFDError, match="injected dispatch fault"): jf(Tensor(x, device=name), Tensor(y, device=name))
+  with pytest.raises(KFDDeviceFaultError, match=r"stopped at an earlier fault \(MockKFDError: injected dispatch fault\)"):
+    jf(Tensor(x, device=name), Tensor(y, device=name))
