@@ -72,3 +72,17 @@ def test_fault_during_a_graph_replay_is_typed(monkeypatch: pytest.MonkeyPatch):
   with pytest.raises(MockKFDError, match="injected dispatch fault"): jf(Tensor(x, device=name), Tensor(y, device=name))
   with pytest.raises(KFDDeviceFaultError, match=r"stopped at an earlier fault \(MockKFDError: injected dispatch fault\)"):
     jf(Tensor(x, device=name), Tensor(y, device=name))
+
+def test_copies_in_the_capture_split_it_into_graph_segments(monkeypatch: pytest.MonkeyPatch):
+  name, _, _ = _fresh(monkeypatch, "AMD:46")
+  def f(x: Tensor) -> Tensor:
+    a = ((x + 1).realize() * 3).realize()  # two AMD kernels: one graph
+    c = (a.to("CPU") * 2).realize()  # a copy, then a CPU kernel (CPU offers no graph)
+    return (c.to(name) - x).realize()  # a copy back, then one AMD kernel: a graph of its own
+  jf = TinyJit(f)
+  for _ in range(4):
+    x = rnd(5, 7)
+    np.testing.assert_allclose(jf(Tensor(x, device=name)).numpy(), (x + 1) * 3 * 2 - x, rtol=1e-5, atol=1e-6)
+  assert jf.plan is not None and jf.captured is not None
+  kinds = [("graph", len(idx)) if g is not None else ("copy" if isinstance(jf.captured[idx[0]][0], str) else "kernel", 1) for g, idx in jf.plan]
+  assert kinds == [("graph", 2), ("copy", 1), ("kernel", 1), ("copy", 1), ("graph", 1)], kinds
