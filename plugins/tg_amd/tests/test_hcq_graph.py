@@ -86,3 +86,26 @@ def test_copies_in_the_capture_split_it_into_graph_segments(monkeypatch: pytest.
   assert jf.plan is not None and jf.captured is not None
   kinds = [("graph", len(idx)) if g is not None else ("copy" if isinstance(jf.captured[idx[0]][0], str) else "kernel", 1) for g, idx in jf.plan]
   assert kinds == [("graph", 2), ("copy", 1), ("kernel", 1), ("copy", 1), ("graph", 1)], kinds
+
+def test_a_submission_larger_than_the_aql_ring_goes_in_pieces(monkeypatch: pytest.MonkeyPatch):
+  from tg_amd.kfd.driver import AMDComputeQueue
+  name, _, pushes = _fresh(monkeypatch, "AMD:48")
+  kfd = Device[name].kfd  # type: ignore[attr-defined]
+  n = kfd.compute_queue.ring_size // 64
+  q, start = AMDComputeQueue(), kfd.timeline_value
+  for _ in range(n + 100): q.signal(kfd.timeline_signal, kfd.next_timeline())  # a graph's worth of packets, more than the ring holds
+  q.submit(kfd)
+  kfd.synchronize(5.0)
+  assert pushes == [n + 100] and kfd.timeline_signal.value == start + n + 100
+
+def test_a_ring_that_stops_reading_fails_typed_instead_of_hanging(monkeypatch: pytest.MonkeyPatch):
+  from tg_core.hcq import HCQQueueError
+  from tg_amd.kfd import uapi
+  from tg_amd.kfd.driver import AMDComputeQueue
+  name, mock, _ = _fresh(monkeypatch, "AMD:50")
+  kfd = Device[name].kfd  # type: ignore[attr-defined]
+  kfd.timeout_s = 0.2
+  mock.hang(uapi.KFD_IOC_QUEUE_TYPE_COMPUTE_AQL)
+  q = AMDComputeQueue()
+  for _ in range(kfd.compute_queue.ring_size // 64 + 1): q.signal(kfd.timeline_signal, kfd.next_timeline())
+  with pytest.raises(HCQQueueError, match=r"AQL queue full for 0.2s: 1 packets wait .*stopped reading"): q.submit(kfd)

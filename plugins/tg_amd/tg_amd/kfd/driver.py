@@ -9,6 +9,7 @@ from __future__ import annotations
 import ctypes
 import errno
 import struct
+import time
 import weakref
 from dataclasses import dataclass
 from typing import Self
@@ -191,19 +192,29 @@ class _Ring:
 class AQLRing(_Ring):
   queue_type, ring_size = uapi.KFD_IOC_QUEUE_TYPE_COMPUTE_AQL, 64 * pk.AQL_PACKET_SIZE * 16
   def push(self, packets: list[bytes]) -> None:
+    """Write the packets and ring the doorbell. A submission larger than the free ring (a big HCQGraph) goes in pieces, each
+    waiting for the packet processor to free slots; a queue that stops reading fails after the device's timeout."""
     self.check_fault()
     n = self.ring_size // pk.AQL_PACKET_SIZE
-    rptr = struct.unpack_from("<Q", self.pointers.cpu_view, 0)[0]  # type: ignore[arg-type]
-    if self.wptr + len(packets) - rptr > n: raise HCQQueueError(f"AQL queue full: {len(packets)} packets with {self.wptr - rptr} of {n} in flight")
     view = self.ring.cpu_view
     assert view is not None
-    for p in packets:
-      off = self.wptr % n * pk.AQL_PACKET_SIZE
-      view[off + 2:off + 64] = p[2:]  # body first, header last: the packet processor must never see a half-written packet
-      view[off:off + 2] = p[:2]
-      self.wptr += 1
-    struct.pack_into("<Q", self.pointers.cpu_view, 8, self.wptr)  # type: ignore[arg-type]
-    self.ring_doorbell(self.wptr - 1)  # an AQL doorbell holds the id of the last packet written
+    i, deadline = 0, time.monotonic() + self.dev.timeout_s
+    while i < len(packets):
+      rptr = struct.unpack_from("<Q", self.pointers.cpu_view, 0)[0]  # type: ignore[arg-type]
+      if (free := n - (self.wptr - rptr)) <= 0:
+        if time.monotonic() > deadline:
+          raise HCQQueueError(f"AQL queue full for {self.dev.timeout_s:g}s: {len(packets) - i} packets wait with {self.wptr - rptr} of {n} in "
+                              "flight; the packet processor stopped reading (a hung kernel or a wait that is never met)")
+        time.sleep(1e-4)
+        continue
+      for p in packets[i:i + free]:
+        off = self.wptr % n * pk.AQL_PACKET_SIZE
+        view[off + 2:off + 64] = p[2:]  # body first, header last: the packet processor must never see a half-written packet
+        view[off:off + 2] = p[:2]
+        self.wptr += 1
+      i += free
+      struct.pack_into("<Q", self.pointers.cpu_view, 8, self.wptr)  # type: ignore[arg-type]
+      self.ring_doorbell(self.wptr - 1)  # an AQL doorbell holds the id of the last packet written
 
 class SDMARing(_Ring):
   queue_type, ring_size = uapi.KFD_IOC_QUEUE_TYPE_SDMA, 1 << 16
