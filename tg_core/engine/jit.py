@@ -6,7 +6,10 @@ dtypes and devices; outputs live in the same buffers on every replay (copy them 
 
 Bound Variables are runtime arguments: one capture replays for every value. Their values come from the call's
 arguments (a bound Variable, `start_pos`) and from the bound shapes of its input tensors (`cache[:, :i]`, a view of a
-realized buffer: the kernels read that buffer through the view, so the view's structure is part of the signature)."""
+realized buffer: the kernels read that buffer through the view, so the view's structure is part of the signature).
+
+A device that offers a graph (`Compiled.graph`, e.g. tg_core.hcq.HCQGraph) replays each run of consecutive kernels on it as one
+batch; copies and kernels of devices without one replay item by item."""
 from __future__ import annotations
 import functools
 from typing import Any, Callable, Generic, TypeVar
@@ -38,9 +41,10 @@ class TinyJit(Generic[R]):
     self.input_sig: list[tuple] = []
     self.input_bufs: list[Buffer] = []
     self.ret: Any = None
+    self.plan: list[tuple[Any, list[int]]] | None = None  # (graph or None, indices into captured), built at the first replay
     functools.update_wrapper(self, fxn)  # type: ignore[arg-type]
   def __get__(self, obj: Any, objtype: Any = None) -> Any: return functools.partial(self.__call__, obj) if obj is not None else self
-  def reset(self) -> None: self.cnt, self.captured, self.ret = 0, None, None
+  def reset(self) -> None: self.cnt, self.captured, self.ret, self.plan = 0, None, None, None
 
   def __call__(self, *args: Any, **kwargs: Any) -> R:
     from tg_core.tensor import Tensor
@@ -68,12 +72,39 @@ class TinyJit(Generic[R]):
     assert self.captured is not None
     swap = {id(old): _input_buffer(t) for old, t in zip(self.input_bufs, inputs)}
     new_vals = var_vals_of(binds)
-    for runner, bufs, var_vals in self.captured:
-      new_bufs = [swap.get(id(b), b) for b in bufs]
-      if isinstance(runner, str): new_bufs[0].copy_from(new_bufs[1])
-      else: runner(new_bufs, {**var_vals, **new_vals} if new_vals else var_vals)
+    if self.plan is None: self.plan = _plan(self.captured)
+    for graph, idx in self.plan:
+      items = [self.captured[i] for i in idx]
+      bufs = [[swap.get(id(b), b) for b in bufs] for _, bufs, _ in items]
+      vals = [{**var_vals, **new_vals} if new_vals else var_vals for _, _, var_vals in items]
+      if graph is not None: graph(bufs, vals)
+      elif isinstance(items[0][0], str): bufs[0][0].copy_from(bufs[0][1])
+      else: items[0][0](bufs[0], vals[0])
     self.cnt += 1
     return _fresh(self.ret, Tensor, binds)
+
+def _plan(captured: list[tuple[Any, list[Buffer], dict[str, int]]]) -> list[tuple[Any, list[int]]]:
+  """Split the capture into replay steps: each run of consecutive kernels its device's graph supports becomes one graph, every other
+  item (a copy, a kernel of a device without a graph) a step of its own."""
+  from tg_core.device import Device
+  steps: list[tuple[Any, list[int]]] = []
+  run: list[int] = []
+  run_graph: Any = None
+  def flush() -> None:
+    nonlocal run
+    if run: steps.append((run_graph([captured[i] for i in run]), run))
+    run = []
+  for i, (runner, _, _) in enumerate(captured):
+    g = None if isinstance(runner, str) else Device[runner.device].graph
+    if g is not None and g.supports(runner):
+      if run and (g is not run_graph or captured[run[0]][0].device != runner.device): flush()
+      run_graph = g
+      run.append(i)
+    else:
+      flush()
+      steps.append((None, [i]))
+  flush()
+  return steps
 
 def _realize_ret(ret: Any) -> None:
   from tg_core.tensor import Tensor

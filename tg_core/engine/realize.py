@@ -37,7 +37,8 @@ class CompiledRunner:
     self.device = device
     gs = self.p.global_size
     self.global_size: tuple[int, ...] | None = _launch_dims(gs) if all_int(gs) else None
-  def __call__(self, bufs: list[Buffer], var_vals: dict[str, int], wait: bool = False) -> float | None:
+  def launch_args(self, var_vals: dict[str, int]) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """(the kernel's Variable values, its global size) for these Variable values; checks each value against its range."""
     vals: tuple[int, ...] = ()
     if self.p.vars:
       try: vals = tuple(var_vals[v.arg.name] for v in self.p.vars)
@@ -47,9 +48,12 @@ class CompiledRunner:
       for v, x in zip(self.p.vars, vals):
         if not v.arg.vmin_vmax[0] <= x <= v.arg.vmin_vmax[1]:
           raise VariableRangeError(f"kernel {self.p.name}: Variable {v.arg.name!r} = {x} is outside its range {list(v.arg.vmin_vmax)}")
-    if (gs := self.global_size) is None:  # a symbolic grid is sized at launch
-      gs = _launch_dims([sym_infer(g, var_vals) for g in self.p.global_size])
-      if 0 in gs: return 0.0 if wait else None  # a Variable sized the grid to nothing: no work (GPUs refuse an empty launch)
+    # a symbolic grid is sized at launch
+    gs = self.global_size if self.global_size is not None else _launch_dims([sym_infer(g, var_vals) for g in self.p.global_size])
+    return vals, gs
+  def __call__(self, bufs: list[Buffer], var_vals: dict[str, int], wait: bool = False) -> float | None:
+    vals, gs = self.launch_args(var_vals)
+    if self.global_size is None and 0 in gs: return 0.0 if wait else None  # a Variable sized the grid to nothing: no work (GPUs refuse an empty launch)
     return self.prg(*[b._buf for b in bufs], global_size=gs, local_size=tuple(self.p.local_size or (1, 1, 1)), vals=vals, wait=wait)
 
 _runner_cache: dict[tuple, CompiledRunner] = {}

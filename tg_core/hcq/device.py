@@ -2,7 +2,9 @@
 from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 from tg_core.hcq.signal import HCQSignal
+if TYPE_CHECKING: from tg_core.hcq.queue import HWQueue
 
 @dataclass(frozen=True)
 class HCQBuffer:
@@ -13,9 +15,12 @@ class HCQBuffer:
 
 class HCQCompiled(ABC):
   """A device driven through HCQ queues. `timeline_signal` counts the device's completed submissions: each submission signals
-  `next_timeline()`, and `synchronize` waits for the last one."""
+  `next_timeline()`, and `synchronize` waits for the last one. `compute_queue_t` is the queue type that dispatches kernels and
+  `allocator` allocates its memory (HCQGraph records on the one and puts its kernarg area in the other)."""
   timeline_signal: HCQSignal
   timeline_value: int = 0
+  compute_queue_t: type[HWQueue]
+  allocator: HCQAllocator
 
   def next_timeline(self) -> int:
     self.timeline_value += 1

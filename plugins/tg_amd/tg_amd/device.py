@@ -12,7 +12,7 @@ import time
 from typing import Any
 
 from tg_core.device import BufferSpec, Compiled, Device, DeviceUnavailableError, LRUAllocator
-from tg_core.hcq import HCQBuffer
+from tg_core.hcq import HCQBuffer, HCQGraph, HCQRuntime
 from tg_amd.kfd.driver import AMDProgram, KFDDevice
 from tg_amd.kfd.mock import MockKFD
 from tg_amd.kfd.topology import gpu_nodes
@@ -49,8 +49,9 @@ class AMDAllocator(LRUAllocator[HCQBuffer]):
   def _offset(self, buf: HCQBuffer, size_bytes: int, offset_bytes: int) -> HCQBuffer:
     return HCQBuffer(buf.va + offset_bytes, size_bytes)
 
-class AMDRuntimeProgram:
-  """One kernel loaded on the device (tg_amd.kfd.driver.AMDProgram); `__call__` dispatches it on the AQL queue."""
+class AMDRuntimeProgram(HCQRuntime):
+  """One kernel loaded on the device (tg_amd.kfd.driver.AMDProgram); `__call__` dispatches it on the AQL queue (TinyJit batches
+  them in an HCQGraph)."""
   def __init__(self, device: str, name: str, lib: bytes, **kwargs: Any):
     self.dev: AMDDevice = Device[device]  # type: ignore[assignment]
     self.name = name
@@ -92,7 +93,7 @@ class AMDDevice(Compiled):
     self.kfd = self._open(device, ordinal, want, os_, nodes)
     self.arch = self.kfd.arch
     self.unsupported = dict(self.MOCK_UNSUPPORTED) if self.iface == "MOCKKFD" else {}  # type: ignore[misc]
-    super().__init__(device, AMDAllocator(self), [AMDGPURenderer(self.arch)], None, AMDRuntimeProgram)
+    super().__init__(device, AMDAllocator(self), [AMDGPURenderer(self.arch)], None, AMDRuntimeProgram, graph=HCQGraph)
 
   @staticmethod
   def _open(device: str, ordinal: int, arch: str | None, os_: Any, nodes: Any) -> KFDDevice:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import ctypes
 import errno
 import struct
+import time
 import weakref
 from dataclasses import dataclass
 from typing import Self
@@ -81,6 +82,7 @@ class KFDDevice(HCQCompiled):
     self._kernarg_next = 0
     self.compute_queue = AQLRing(self)
     self.copy_queue = SDMARing(self)
+    self.compute_queue_t = AMDComputeQueue
     self.timeline_signal = self.new_signal("timeline")
 
   def close(self) -> None:
@@ -190,19 +192,29 @@ class _Ring:
 class AQLRing(_Ring):
   queue_type, ring_size = uapi.KFD_IOC_QUEUE_TYPE_COMPUTE_AQL, 64 * pk.AQL_PACKET_SIZE * 16
   def push(self, packets: list[bytes]) -> None:
+    """Write the packets and ring the doorbell. A submission larger than the free ring (a big HCQGraph) goes in pieces, each
+    waiting for the packet processor to free slots; a queue that stops reading fails after the device's timeout."""
     self.check_fault()
     n = self.ring_size // pk.AQL_PACKET_SIZE
-    rptr = struct.unpack_from("<Q", self.pointers.cpu_view, 0)[0]  # type: ignore[arg-type]
-    if self.wptr + len(packets) - rptr > n: raise HCQQueueError(f"AQL queue full: {len(packets)} packets with {self.wptr - rptr} of {n} in flight")
     view = self.ring.cpu_view
     assert view is not None
-    for p in packets:
-      off = self.wptr % n * pk.AQL_PACKET_SIZE
-      view[off + 2:off + 64] = p[2:]  # body first, header last: the packet processor must never see a half-written packet
-      view[off:off + 2] = p[:2]
-      self.wptr += 1
-    struct.pack_into("<Q", self.pointers.cpu_view, 8, self.wptr)  # type: ignore[arg-type]
-    self.ring_doorbell(self.wptr - 1)  # an AQL doorbell holds the id of the last packet written
+    i, deadline = 0, time.monotonic() + self.dev.timeout_s
+    while i < len(packets):
+      rptr = struct.unpack_from("<Q", self.pointers.cpu_view, 0)[0]  # type: ignore[arg-type]
+      if (free := n - (self.wptr - rptr)) <= 0:
+        if time.monotonic() > deadline:
+          raise HCQQueueError(f"AQL queue full for {self.dev.timeout_s:g}s: {len(packets) - i} packets wait with {self.wptr - rptr} of {n} in "
+                              "flight; the packet processor stopped reading (a hung kernel or a wait that is never met)")
+        time.sleep(1e-4)
+        continue
+      for p in packets[i:i + free]:
+        off = self.wptr % n * pk.AQL_PACKET_SIZE
+        view[off + 2:off + 64] = p[2:]  # body first, header last: the packet processor must never see a half-written packet
+        view[off:off + 2] = p[:2]
+        self.wptr += 1
+      i += free
+      struct.pack_into("<Q", self.pointers.cpu_view, 8, self.wptr)  # type: ignore[arg-type]
+      self.ring_doorbell(self.wptr - 1)  # an AQL doorbell holds the id of the last packet written
 
 class SDMARing(_Ring):
   queue_type, ring_size = uapi.KFD_IOC_QUEUE_TYPE_SDMA, 1 << 16
@@ -329,10 +341,13 @@ class AMDProgram(HCQProgram):
     self.group_segment_size = self.kernel.descriptor.group_segment_fixed_size
     self.private_segment_size = self.kernel.descriptor.private_segment_fixed_size
 
+  def kernargs(self, bufs: tuple[int, ...], vals: tuple[int, ...], grid: tuple[int, int, int], block: tuple[int, int, int]) -> bytes:
+    return build_kernargs(self.kernel, self.layout.pack(bufs, vals), grid, block)
+
   def __call__(self, *bufs: HCQBuffer, vals: tuple[int, ...] = (), grid: tuple[int, int, int] = (1, 1, 1), block: tuple[int, int, int] = (1, 1, 1),
                wait: bool = True) -> None:
     dev = self.dev
-    args = dev.kernargs(build_kernargs(self.kernel, self.layout.pack(tuple(b.va for b in bufs), vals), grid, block))
+    args = dev.kernargs(self.kernargs(tuple(b.va for b in bufs), vals, grid, block))
     AMDComputeQueue().wait(dev.timeline_signal, dev.timeline_value).exec(self, args, grid, block) \
                      .signal(dev.timeline_signal, dev.next_timeline()).submit(dev)
     if wait: dev.synchronize(dev.timeout_s)
