@@ -1,4 +1,4 @@
-"""The digits example (`make digits`, the first example; `make demo` is now the LLM chat): a small CNN on scikit-learn's digits must reach >= 95% test accuracy."""
+"""The digits example (`make digits`; `make demo` is the LLM chat now): a small CNN on scikit-learn's digits must reach >= 95% test accuracy."""
 from __future__ import annotations
 import pathlib
 import sys
