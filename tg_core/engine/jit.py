@@ -74,12 +74,14 @@ class TinyJit(Generic[R]):
     new_vals = var_vals_of(binds)
     if self.plan is None: self.plan = _plan(self.captured)
     for graph, idx in self.plan:
+      if graph is None:  # one item, replayed as before graphs existed (the hot path of devices without a graph)
+        runner, bufs, var_vals = self.captured[idx[0]]
+        new_bufs = [swap.get(id(b), b) for b in bufs]
+        if isinstance(runner, str): new_bufs[0].copy_from(new_bufs[1])
+        else: runner(new_bufs, {**var_vals, **new_vals} if new_vals else var_vals)
+        continue
       items = [self.captured[i] for i in idx]
-      bufs = [[swap.get(id(b), b) for b in bufs] for _, bufs, _ in items]
-      vals = [{**var_vals, **new_vals} if new_vals else var_vals for _, _, var_vals in items]
-      if graph is not None: graph(bufs, vals)
-      elif isinstance(items[0][0], str): bufs[0][0].copy_from(bufs[0][1])
-      else: items[0][0](bufs[0], vals[0])
+      graph([[swap.get(id(b), b) for b in bufs] for _, bufs, _ in items], [{**vv, **new_vals} if new_vals else vv for _, _, vv in items])
     self.cnt += 1
     return _fresh(self.ret, Tensor, binds)
 

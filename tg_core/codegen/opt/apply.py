@@ -70,6 +70,14 @@ def apply_opt(ast: UOp, opt: Opt) -> UOp:
                                            (UPat(Ops.REDUCE, name="e"), functools.partial(_fix_reduce, old=repl, new=(outer, inner)))]), name="fix ends")
   return ret.replace(arg=_with_opts(ret.arg, opt))
 
+def nesting(ast: UOp, a: UOp, b: UOp) -> tuple[UOp, UOp] | None:
+  """(inner, outer) of ranges a and b when each is closed by exactly one END and one loop nests in the other, else None."""
+  ends = {r: [u for u in ast.toposort() if u.op is Ops.END and r in u.src[1:]] for r in (a, b)}
+  if len(ends[a]) != 1 or len(ends[b]) != 1: return None
+  if ends[a][0] in ends[b][0].toposort(): return a, b
+  if ends[b][0] in ends[a][0].toposort(): return b, a
+  return None
+
 def _swap_loops(ast: UOp, opt: Opt, axes: list[UOp]) -> UOp:
   """SWAP: the ENDs that close axis `opt.axis` close axis `opt.arg` and the other way round (loops nest as their ENDs do,
   see codegen/linearize.py); the bodies are untouched."""
@@ -77,9 +85,7 @@ def _swap_loops(ast: UOp, opt: Opt, axes: list[UOp]) -> UOp:
   a, b = axes[opt.axis], axes[opt.arg]  # type: ignore[index]
   if a.arg[1] not in _OUT or b.arg[1] not in _OUT: raise KernelOptError(f"SWAP needs two output axes, got {a.arg[1]} and {b.arg[1]}")
   # one loop each, nested one in the other: then swapping which END closes which keeps every loop around what uses it
-  ends = {r: [u for u in ast.toposort() if u.op is Ops.END and r in u.src[1:]] for r in (a, b)}
-  if len(ends[a]) != 1 or len(ends[b]) != 1 or not (ends[a][0] in ends[b][0].toposort() or ends[b][0] in ends[a][0].toposort()):
-    raise KernelOptError(f"SWAP needs axes {opt.axis} and {opt.arg} to be one loop each, one nested in the other")
+  if nesting(ast, a, b) is None: raise KernelOptError(f"SWAP needs axes {opt.axis} and {opt.arg} to be one loop each, one nested in the other")
   memo: dict[UOp, UOp] = {}
   def fix(u: UOp) -> UOp:
     if (ret := memo.get(u)) is not None: return ret

@@ -5,7 +5,7 @@ from typing import TYPE_CHECKING
 
 from tg_core.uop import Ops
 from tg_core.uop.ops import AxisType, UOp
-from tg_core.codegen.opt.apply import KernelOptError, Opt, OptOps, apply_opt, kernel_axes
+from tg_core.codegen.opt.apply import KernelOptError, Opt, OptOps, apply_opt, kernel_axes, nesting
 from tg_core.codegen.vectorize import access_strides, loads_contiguous
 
 if TYPE_CHECKING:
@@ -88,9 +88,8 @@ def _loop_order(ast: UOp, caches: tuple[int, ...]) -> list[Opt]:
   loops = [r for r in axes if r.arg[1] in (AxisType.LOOP, AxisType.GLOBAL)]
   reds = [r for r in axes if r.arg[1] is AxisType.REDUCE]
   if len(loops) != 2 or len(reds) != 1: return []
-  ends = {r: next((u for u in ast.toposort() if u.op is Ops.END and r in u.src[1:]), None) for r in loops}
-  if any(e is None for e in ends.values()): return []
-  inner, outer = loops if ends[loops[0]] in ends[loops[1]].toposort() else loops[::-1]  # type: ignore[union-attr]
+  if (nest := nesting(ast, *loops)) is None: return []
+  inner, outer = nest
   mem = [u for u in ast.toposort() if u.op in (Ops.LOAD, Ops.STORE) and u.src[0].op is Ops.INDEX and u.src[0].src[0].op is Ops.PARAM]
   def nbytes(u: UOp) -> int: return (u.src[0].src[0].arg.size or 0) * u.src[0].src[0].dtype.itemsize
   def uses(u: UOp, r: UOp) -> bool: return r in u.src[0].src[1].toposort()
