@@ -109,17 +109,11 @@ def _chat_messages(body: dict[str, Any]) -> list[ChatMessage]:
     out.append(ChatMessage(role, content))
   return out
 
-def _encode(llm: LLM, text: str) -> list[int]:
-  ids = llm.tokenizer.encode(text)
-  bos = llm.tokenizer.bos_id
-  # a chat template that writes the BOS itself, plus the tokenizer's own, would give two
-  return ids[1:] if bos is not None and ids[:2] == [bos, bos] else ids
-
 def _completion_prompt(llm: LLM, body: dict[str, Any]) -> list[int]:
   p = body.get("prompt")
   if p is None: raise APIError(400, "'prompt' is required: a string (or a list of token ids)", param="prompt")
   if isinstance(p, list) and len(p) == 1 and isinstance(p[0], (str, list)): p = p[0]  # a batch of one
-  if isinstance(p, str): return _encode(llm, p)
+  if isinstance(p, str): return llm.tokenizer.encode(p)
   if isinstance(p, list) and p and all(type(t) is int for t in p):
     if not all(0 <= t < llm.tokenizer.vocab_size for t in p):
       raise APIError(400, f"'prompt' token ids must be in [0, {llm.tokenizer.vocab_size})", param="prompt")
@@ -158,7 +152,7 @@ def parse_job(llm: LLM, body: Any, chat: bool, max_tokens_cap: int) -> Job:
     messages = _chat_messages(body)
     try: text = llm.apply_chat_template(messages, add_generation_prompt=True)
     except Exception as e: raise APIError(400, f"the chat template rejected the messages: {e}", param="messages") from e  # jinja2's raise_exception
-    prompt_ids = _encode(llm, text)
+    prompt_ids = llm.tokenizer.encode(text)  # render_chat already leaves the BOS to the tokenizer
   else: prompt_ids = _completion_prompt(llm, body)
   prompt_param = "messages" if chat else "prompt"
   if not prompt_ids: raise APIError(400, "the prompt is empty (it has no tokens)", param=prompt_param)
