@@ -40,8 +40,11 @@ def _flatten_list(data: Any) -> tuple[list, tuple[int, ...]]:
   if any(s[1] != shape0 for s in subs): raise ValueError(f"inhomogeneous shape in nested list: expected every element with shape {shape0}")
   return [x for s in subs for x in s[0]], (len(data),) + shape0
 
-def _buffer_from_numpy(arr: np.ndarray, device: str, dtype: DType) -> UOp:
+def _buffer_from_numpy(arr: np.ndarray, device: str | tuple[str, ...], dtype: DType) -> UOp:
   from tg_core.engine.realize import buffer_of
+  if isinstance(device, tuple):  # data for a device tuple is replicated on each
+    from tg_core.schedule.multi import make_multi
+    return make_multi([_buffer_from_numpy(arr, d, dtype) for d in device], ())
   buf = UOp.new_buffer(device, int(arr.size), dtype)
   b = buffer_of(buf)
   st = np.ascontiguousarray(arr.astype(_to_np_storage(dtype), copy=False) if dtype not in (dtypes.bfloat16, *dtypes.fp8s) else arr)
@@ -129,6 +132,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, RandomMixin,
   def __bool__(self) -> bool: return bool(self.item())
   def is_realized(self) -> bool:
     u = self.uop
+    if u.op is Ops.UNSHARD: return all(Tensor(p).is_realized() for p in u.src[0].src)  # a multi-device tensor: all its parts
     while u.op in GroupOp.Movement: u = u.src[0]
     return u.op is Ops.BUFFER and not u.is_variable
   @property
@@ -141,6 +145,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, RandomMixin,
     from tg_core.schedule.cache import create_schedule_cached
     from tg_core.function import resolve_calls
     from tg_core.schedule.variables import has_binds, rebind, unbind_graph, var_vals_of
+    from tg_core.schedule.multi import has_multi, lift_becomes, multi_to_per_device
     sink = UOp.sink(*[t.uop for t in (self, *lst)])
     if SPEC:  # the spec tables load only when checked
       from tg_core.uop.spec import spec_tensor, verify_if_spec
@@ -152,6 +157,9 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, RandomMixin,
           t.uop = nu
           if nu.op is Ops.AFTER: after_holders[id(t)] = t
       sink, topo = resolved, None
+    if has_multi(topo if topo is not None else (topo := list(sink.toposort()))):  # multi-device values become per-device graphs
+      (sink, multi_map), topo = multi_to_per_device(sink, topo), None
+    else: multi_map = None
     var_vals: dict[str, int] = {}
     if has_binds(topo if topo is not None else (topo := list(sink.toposort()))):
       # bound values are runtime arguments: schedule (and cache) the graph over the bare Variables, then bind the results again
@@ -161,6 +169,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, RandomMixin,
       becomes = {old_of.get(n, n): rebind(v, binds) for n, v in ubecomes.items()}
       var_vals = var_vals_of(binds)
     else: items, becomes = create_schedule_cached(sink, topo)
+    if multi_map is not None: lift_becomes(multi_map, becomes)
     if becomes:
       # the realized tensors now hold their buffers. Other tensors with an identical (hash-consed) graph keep it: giving
       # them the same buffer would alias them, and a later assign to one would change the other. An assign (AFTER) is
@@ -182,6 +191,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, RandomMixin,
   def contiguous_backward(self) -> Tensor: return self._apply_uop(lambda u: u.contiguous_backward())
   def _buffer(self) -> Any:
     from tg_core.engine.realize import buffer_of
+    if isinstance(self.device, tuple): return self.to(self.device[0])._buffer()  # a multi-device tensor is read on its first device
     t = self if self.is_realized() and _is_flat_contiguous(self.uop) else self.contiguous()
     t.realize()
     if not _is_flat_contiguous(t.uop): t = t.contiguous().realize()
@@ -207,9 +217,22 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, RandomMixin,
   def to(self, device: str | tuple | None) -> Tensor:
     device = canonicalize_device(device)
     if device == self.device: return self
+    if isinstance(device, tuple) and isinstance(self.device, str): return self.shard(device)
     ret = Tensor(self.uop.copy_to_device(device), device, requires_grad=self.requires_grad)
     if self.grad is not None: ret.grad = self.grad.to(device)
     return ret
+  def shard(self, devices: tuple[str, ...] | list[str], axis: int | None = None) -> Tensor:
+    """This tensor over several devices: replicated (axis None) or split along `axis` in ceil-divided slices, the last smaller.
+    Ops on it run on every device; `.device` is the device tuple (see tg_core/schedule/multi.py)."""
+    from tg_core.schedule.multi import MultiDeviceError, shard_uop
+    if not isinstance(devices, (tuple, list)) or not devices: raise MultiDeviceError(f"shard needs a tuple of devices, got {devices!r}")
+    if not isinstance(self.device, str): raise MultiDeviceError(f"can't shard a tensor that is already on {self.device}: use .to(devices)")
+    devs = canonicalize_device(tuple(devices))
+    assert isinstance(devs, tuple)
+    return Tensor(shard_uop(self.uop, devs, None if axis is None else self._resolve_dim(axis)), devs, requires_grad=self.requires_grad)
+  def shard_(self, devices: tuple[str, ...] | list[str], axis: int | None = None) -> Tensor:
+    self.uop = self.shard(devices, axis).uop
+    return self
   def to_(self, device: str | None) -> Tensor:
     real = self.to(device)
     self.uop = real.uop
@@ -231,7 +254,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, RandomMixin,
     if x.shape != self.shape: raise RuntimeError(f"assign shape mismatch {self.shape} != {x.shape}")
     if self.device != x.device: raise RuntimeError(f"assign device mismatch {self.device} != {x.device}")
     if x.dtype != self.dtype: x = x.cast(self.dtype)
-    if not self.is_realized() and self.uop.op is Ops.AFTER: self.realize()
+    if not self.is_realized() and (self.uop.op is Ops.AFTER or isinstance(self.device, tuple)): self.realize()  # (multi: keeps its sharding)
     # any other unrealized target gets a fresh buffer of its own: realizing it in place would share the buffer with every tensor
     # built from the same hash-consed graph (another Tensor.zeros(3)), and the store would change those too
     target = self.uop if self.is_realized() else Tensor.empty(self.shape, dtype=self.dtype, device=self.device).uop
@@ -250,6 +273,9 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, RandomMixin,
     shp = argfix(*shape)
     dt = to_dtype(dtype) if dtype is not None else dtypes.default_float
     dev = canonicalize_device(device)
+    if isinstance(dev, tuple):  # replicated on each device
+      from tg_core.schedule.multi import make_multi
+      return Tensor(make_multi([Tensor.empty(*shp, device=d, dtype=dt).uop for d in dev], ()), **kwargs)
     # a symbolic shape gets a buffer of its largest size, viewed (shrunk) to the shape
     buf = UOp.new_buffer(dev, prod(svmax(s) for s in shp), dt)
     return Tensor(buf.view_as(shp) if shp != (buf.arg.size,) else buf, **kwargs)
@@ -588,7 +614,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, RandomMixin,
     if any(self.shape[a] == 0 for a in axis_) and op is not Ops.ADD and op is not Ops.MUL:
       # like torch: IndexError when a zero-size dim is named, RuntimeError for a full reduction
       raise (RuntimeError if axis is None else IndexError)(f"max/min of a tensor with a zero-size reduced dim is undefined; shape={self.shape}")
-    if SPLIT_REDUCEOP and len(axis_) == self.ndim and all_int(self.shape) and (n := int(prod(self.shape))) >= 1 << 15 and \
+    if SPLIT_REDUCEOP and len(axis_) == self.ndim and all_int(self.shape) and isinstance(self.device, str) and (n := int(prod(self.shape))) >= 1 << 15 and \
        (d := _split_factor(n)) > 1:
       # a big full reduction runs in two stages: `d` partial reductions (parallel, contiguous), then one over the partials
       ret = self.reshape(d, n // d)._reduce(op, 1)._reduce(op, 0).reshape((1,) * self.ndim)

@@ -207,6 +207,9 @@ class UOp(metaclass=UOpMetaClass):
         ps = self.src[0]._shape
         return None if ps is None else tuple(1 if i in self.arg[1] else s for i, s in enumerate(ps))
       case Ops.UNSHARD:
+        # over an MSTACK the parts may differ in size along the sharded axis (uneven shards): the whole is their sum
+        if self.src[0].op is Ops.MSTACK and self.arg and all(s._shape is not None for s in self.src[0].src):
+          return tuple(sum(s._shape[i] for s in self.src[0].src) if i in self.arg else d for i, d in enumerate(self.src[0].src[0]._shape))
         ps = self.src[0]._shape
         n = len(self.src[0].device) if isinstance(self.src[0].device, tuple) else 1
         return None if ps is None else tuple(s * n if i in self.arg else s for i, s in enumerate(ps))
