@@ -63,7 +63,20 @@ pm_gradient = PatternMatcher([
   (UPat(Ops.SHRINK, name="ret"), lambda ctx, ret: (ctx.pad(tuple((b, s - e) for s, (b, e) in zip(ret.src[0].shape, ret.arg))),)),
   (UPat(Ops.PERMUTE, name="ret"), lambda ctx, ret: (ctx.permute(tuple(ret.arg.index(i) for i in range(len(ret.arg)))),)),
   (UPat(Ops.FLIP, name="ret"), lambda ctx, ret: (ctx.flip(ret.arg),)),
+  # multi-device: the gradient of UNSHARD(MSTACK(parts)) is split like it, each part's piece on the part's device
+  (UPat(Ops.UNSHARD, name="ret"), lambda ctx, ret: (_split_like_parts(ctx, ret),)),
+  (UPat(Ops.MSTACK, name="ret"), lambda ctx, ret: ctx.src if ctx.op is Ops.MSTACK else None),
 ])
+
+def _split_like_parts(ctx: UOp, ret: UOp) -> UOp:
+  parts, pieces, off = ret.src[0].src, [], 0
+  for p in parts:
+    g = ctx
+    if ret.arg:
+      a, n = ret.arg[0], p.shape[ret.arg[0]]
+      g, off = ctx.shrink(tuple((off, off + n) if i == a else (0, s) for i, s in enumerate(ctx.shape))), off + n
+    pieces.append(g.copy_to_device(p.device))
+  return UOp(Ops.MSTACK, ctx.dtype, tuple(pieces))
 
 def _add_grads(a: UOp, b: UOp) -> UOp:
   if a.op is Ops.GROUP: return UOp(Ops.GROUP, src=tuple(x if y.op is Ops.NOOP else y if x.op is Ops.NOOP else x + y for x, y in zip(a.src, b.src)))

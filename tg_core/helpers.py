@@ -92,6 +92,8 @@ LRU, CACHELEVEL = ContextVar("LRU", 1), ContextVar("CACHELEVEL", 2)
 NUM_CPU_THREADS = ContextVar("NUM_CPU_THREADS", 0)
 IGNORE_BEAM_CACHE = ContextVar("IGNORE_BEAM_CACHE", 0)
 EMULATED_DTYPES = ContextVar("EMULATED_DTYPES", "")
+# multi-device ALLREDUCE: 0 all-to-all; 1 ring when more than 2 devices and over RING_ALLREDUCE_THRESHOLD elements (tinygrad's rule); 2 ring
+ALLREDUCE_RING, RING_ALLREDUCE_THRESHOLD = ContextVar("ALLREDUCE_RING", 1), ContextVar("RING_ALLREDUCE_THRESHOLD", 256_000)
 CHECK_OOB = ContextVar("CHECK_OOB", 0)  # out-of-bounds checks of kernel buffer accesses (tg_core/codegen/oob.py)
 
 class GlobalCounters:

@@ -31,7 +31,10 @@ capturing: list[list[tuple[Any, list[Buffer], dict[str, int]]]] = []
 
 def _tensors_in(args: tuple, kwargs: dict) -> list[Any]:
   from tg_core.tensor import Tensor
-  return [a for a in (*args, *kwargs.values()) if isinstance(a, Tensor)]
+  ts = [a for a in (*args, *kwargs.values()) if isinstance(a, Tensor)]
+  # a multi-device input (UNSHARD over its parts) counts as its parts: each part's buffer is swapped on replay
+  if (multi := [t for t in ts if t.uop.op is Ops.UNSHARD and not t.is_realized()]): multi[0].realize(*multi[1:])
+  return [p for t in ts for p in ([Tensor(u) for u in t.uop.src[0].src] if t.uop.op is Ops.UNSHARD else [t])]
 
 class TinyJit(Generic[R]):
   def __init__(self, fxn: Callable[..., R]):

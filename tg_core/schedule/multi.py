@@ -14,15 +14,12 @@ import itertools
 from typing import Sequence
 
 from tg_core.dtype import dtypes
-from tg_core.helpers import ContextVar, ceildiv, prod
+from tg_core.helpers import ALLREDUCE_RING, RING_ALLREDUCE_THRESHOLD, ceildiv, prod
 from tg_core.uop import GroupOp, Ops
 from tg_core.uop.ops import UOp, identity_element
 from tg_core.uop.pattern import PatternMatcher, UPat
 from tg_core.uop.rewrite import graph_rewrite
 
-# 0: all-to-all always; 1: ring when there are more than 2 devices and the buffer is big (as tinygrad does); 2: ring always
-ALLREDUCE_RING = ContextVar("ALLREDUCE_RING", 1)
-RING_THRESHOLD = ContextVar("RING_ALLREDUCE_THRESHOLD", 256_000)  # elements
 
 class MultiDeviceError(RuntimeError):
   """An operation on multi-device tensors that can't be mapped to per-device graphs (the message says what to do instead)."""
@@ -239,7 +236,7 @@ def allreduce_ring(bufs: Sequence[UOp], op: Ops) -> list[UOp]:
       gathered[(c + k) % n].append(gathered[(c + k - 1) % n][-1].copy_to_device(devs[(c + k) % n]))
   return [_cat(g, 0).reshape(shape) for g in gathered]  # device i appended chunk c at step c: they are in order
 
-def use_ring(n: int, numel: int) -> bool: return ALLREDUCE_RING.value >= 2 or (ALLREDUCE_RING.value >= 1 and n > 2 and numel > RING_THRESHOLD.value)
+def use_ring(n: int, numel: int) -> bool: return ALLREDUCE_RING.value >= 2 or (ALLREDUCE_RING.value >= 1 and n > 2 and numel > RING_ALLREDUCE_THRESHOLD.value)
 
 def lower_allreduce(red: UOp, ms: UOp) -> UOp:
   bufs, op = ms.src, red.arg[0]
