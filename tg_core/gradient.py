@@ -65,11 +65,14 @@ pm_gradient = PatternMatcher([
   (UPat(Ops.FLIP, name="ret"), lambda ctx, ret: (ctx.flip(ret.arg),)),
   # multi-device: the gradient of UNSHARD(MSTACK(parts)) is split like it, each part's piece on the part's device
   (UPat(Ops.UNSHARD, name="ret"), lambda ctx, ret: (_split_like_parts(ctx, ret),)),
-  (UPat(Ops.MSTACK, name="ret"), lambda ctx, ret: ctx.src if ctx.op is Ops.MSTACK else None),
+  (UPat(Ops.MSTACK, name="ret"), lambda ctx, ret: ctx.src + (None,) * (len(ret.src) - len(ctx.src)) if ctx.op is Ops.MSTACK else None),
 ])
 
 def _split_like_parts(ctx: UOp, ret: UOp) -> UOp:
+  """The MSTACK of each part's gradient. A replicated value is one value seen on every device: its gradient goes to the first part only
+  (a shorter MSTACK: the other parts get none)."""
   parts, pieces, off = ret.src[0].src, [], 0
+  if not ret.arg: return UOp(Ops.MSTACK, ctx.dtype, (ctx.copy_to_device(parts[0].device),))
   for p in parts:
     g = ctx
     if ret.arg:

@@ -14,7 +14,7 @@ import itertools
 from typing import Sequence
 
 from tg_core.dtype import dtypes
-from tg_core.helpers import ALLREDUCE_RING, RING_ALLREDUCE_THRESHOLD, ceildiv, prod
+from tg_core.helpers import ALLREDUCE_RING, RING_ALLREDUCE_THRESHOLD, SPEC, ceildiv, prod
 from tg_core.uop import GroupOp, Ops
 from tg_core.uop.ops import UOp, identity_element
 from tg_core.uop.pattern import PatternMatcher, UPat
@@ -268,6 +268,9 @@ def multi_to_per_device(sink: UOp, topo: Sequence[UOp]) -> tuple[UOp, dict[UOp, 
   new_sink = UOp.sink(*flat)
   if (left := next((u for u in new_sink.toposort() if u.op in (Ops.UNSHARD, Ops.MSTACK, Ops.MSELECT, Ops.ALLREDUCE)), None)) is not None:
     raise MultiDeviceError(f"no sharding rule maps {left.op} here to per-device graphs: {str(left)[:300]}")
+  if SPEC:
+    from tg_core.uop.spec import spec_tensor, verify_if_spec
+    verify_if_spec(new_sink, spec_tensor, "per-device tensor graph")
   return new_sink, mapping
 
 def lift_becomes(mapping: dict[UOp, UOp], becomes: dict[UOp, UOp]) -> None:

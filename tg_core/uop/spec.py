@@ -126,6 +126,20 @@ def _mselect_ok(x: UOp) -> bool:
   return len(x.src) == 1 and isinstance(x.src[0].device, tuple) and _is_int(x.arg) and 0 <= x.arg < len(x.src[0].device) and \
     x.dtype == x.src[0].dtype
 
+def _unshard_ok(x: UOp) -> bool:
+  """UNSHARD: a value on a device tuple seen whole, replicated (arg ()) or split on one axis (arg (axis,)). Over an MSTACK the parts
+  agree in rank and in every dim but the sharded one (where uneven slices are allowed); replicated parts agree in shape."""
+  y = x.src[0]
+  if len(x.src) != 1 or not matches_dtype(y, x.dtype) or not isinstance(y.device, tuple) or (ps := y._shape) is None: return False
+  if not (isinstance(x.arg, tuple) and len(x.arg) <= 1 and all(_is_int(a) and 0 <= a < len(ps) for a in x.arg)): return False
+  if y.op is not Ops.MSTACK: return True
+  shapes = [p._shape for p in y.src]
+  return all(s is not None and len(s) == len(ps) and all(d == e for i, (d, e) in enumerate(zip(s, ps)) if i not in x.arg) for s in shapes)
+
+def _allreduce_ok(x: UOp) -> bool:
+  return len(x.src) == 1 and matches_dtype(x.src[0], x.dtype) and isinstance(x.src[0].device, tuple) and isinstance(x.arg, tuple) and \
+    len(x.arg) == 1 and x.arg[0] in (Ops.ADD, Ops.MUL, Ops.MAX)
+
 # AFTER's first source is the buffer (or view) the dependencies write
 _AFTER_BASES = GroupOp.Movement | {Ops.PARAM, Ops.BUFFER, Ops.CONTIGUOUS, Ops.INDEX, Ops.AFTER, Ops.UNSHARD, Ops.BITCAST, Ops.INS, Ops.RETURNED}
 
@@ -163,7 +177,8 @@ spec_tensor = SpecMatcher([
   (UPat(Ops.BITCAST, src=(UPat.var("y"),), name="x"), lambda x, y: x.dtype != dtypes.void and y.dtype != dtypes.void),
   (UPat(Ops.REDUCE_AXIS, name="x"), _reduce_axis_ok),
   (UPat(Ops.CONTIGUOUS, src=(UPat.var("y"),), allow_any_len=True, name="x"), lambda x, y: matches_dtype(y, x.dtype)),
-  (UPat((Ops.DETACH, Ops.CONTIGUOUS_BACKWARD, Ops.ALLREDUCE), src=(UPat.var("y"),), name="x"), lambda x, y: matches_dtype(y, x.dtype)),
+  (UPat((Ops.DETACH, Ops.CONTIGUOUS_BACKWARD), src=(UPat.var("y"),), name="x"), lambda x, y: matches_dtype(y, x.dtype)),
+  (UPat(Ops.ALLREDUCE, name="x"), _allreduce_ok),
   (UPat(Ops.COPY, src=(UPat.var("y"), UPat(Ops.DEVICE)), name="x"), lambda x, y: matches_dtype(y, x.dtype)),
   (UPat(Ops.AFTER, src=(UPat((Ops.MSTACK, Ops.MSELECT)),), allow_any_len=True, name="x"), lambda x: matches_dtype(x.src[0], x.dtype)),
   (UPat(Ops.STORE, dtypes.void, src=(UPat(), UPat()), allow_any_len=True), lambda: True),
@@ -177,8 +192,7 @@ spec_tensor = SpecMatcher([
   # multi-device
   (UPat(Ops.MSTACK, name="x"), _mstack_ok),
   (UPat(Ops.MSELECT, name="x"), _mselect_ok),
-  (UPat(Ops.UNSHARD, src=(UPat.var("y"),), allow_any_len=True, name="x"), lambda x, y:
-   matches_dtype(y, x.dtype) and isinstance(x.arg, tuple) and all(_is_int(a) for a in x.arg)),
+  (UPat(Ops.UNSHARD, name="x"), _unshard_ok),
   (UPat(Ops.STACK, name="x"), _stack_ok),
   (UPat(Ops.GEP, name="x"), _gep_ok),
   # SPECIAL is index before index lowering. custom kernels have this
