@@ -216,6 +216,39 @@ def test_copy_between_devices(tg_device: str) -> None:
   check(Tensor(a, device=tg_device).to("PYTHON"), a)
   check(Tensor(a, device="PYTHON").to(tg_device), a)
 
+# *** multi-device tensors: two instances of the device, sharded (tg_core/schedule/multi.py) ***
+def _two_instances(tg_device: str) -> tuple[str, str]:
+  need(tg_device, "multi_device")
+  from tg_core.device import DeviceError
+  base = tg_device.split(":")[0]
+  try: Device[f"{base}:1"]
+  except DeviceError as e: pytest.skip(f"{tg_device} can't open a second instance {base}:1: {e}")
+  return Device.canonicalize(base), Device.canonicalize(f"{base}:1")
+
+@pytest.mark.parametrize("ring", [0, 2])
+def test_multi_device_shard_and_allreduce(tg_device: str, ring: int) -> None:
+  from tg_core.helpers import Context
+  devs = _two_instances(tg_device)
+  a, b = rand_np((5, 6), dtypes.float32, 21), rand_np((6, 3), dtypes.float32, 22)
+  with Context(ALLREDUCE_RING=ring):
+    for axis in (0, 1):
+      t = Tensor(a).shard(devs, axis)
+      assert t.device == devs
+      check(t * 2 + 1, a * 2 + 1)
+      check(t.sum(axis), a.sum(axis), rtol=1e-5, atol=1e-5)
+      check(t.max(1 - axis), a.max(1 - axis))
+    check(Tensor(a).shard(devs, 1) @ Tensor(b).shard(devs, 0), a @ b, rtol=1e-5, atol=1e-5)  # sharded on K: an ALLREDUCE
+
+def test_multi_device_jit_replay(tg_device: str) -> None:
+  from tg_core.engine.jit import TinyJit
+  devs = _two_instances(tg_device)
+  w = rand_np((4, 3), dtypes.float32, 23)
+  tw = Tensor(w).shard(devs).realize()
+  step = TinyJit(lambda x: (x @ tw).sum(0).realize())
+  for i in range(4):
+    x = rand_np((6, 4), dtypes.float32, 30 + i)
+    check(step(Tensor(x).shard(devs, 0)), (x @ w).sum(0), rtol=1e-5, atol=1e-5)
+
 # *** large buffers and many kernels ***
 def test_buffer_over_1gib(tg_device: str) -> None:
   need(tg_device, "large_buffers")
