@@ -172,6 +172,15 @@ def test_gradient_through_shard() -> None:
   assert tw.grad is not None and tw.grad.device == FAM
   close(tw.grad, rw.grad, atol=1e-4)
 
+def test_function_over_sharded_args() -> None:
+  from tg_core import function
+  @function
+  def layer(x: Tensor, w: Tensor) -> Tensor: return (x @ w).relu()
+  a, w = rand(6, 4), rand(4, 3)
+  out = layer(Tensor(a).shard(DEVS, 0), Tensor(w).shard(DEVS))
+  assert out.device == DEVS
+  close(out, np.maximum(a @ w, 0), atol=1e-5)
+
 # *** ALLREDUCE strategies ***
 
 @pytest.mark.parametrize("ring", [0, 2])
