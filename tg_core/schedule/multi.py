@@ -206,35 +206,33 @@ multi_pm = PatternMatcher([
 
 # *** ALLREDUCE lowering ***
 
-def _chunks(n: int, k: int) -> list[tuple[int, int]]:
-  offs = list(itertools.accumulate(shard_sizes(n, k), initial=0))
-  return list(zip(offs, offs[1:]))
-
 def allreduce_naive(bufs: Sequence[UOp], op: Ops) -> list[UOp]:
   """All-to-all: every device copies every other device's partial and reduces them (n-1 copies of the whole buffer per device)."""
   devs = [str(b.device) for b in bufs]
   return [functools.reduce(lambda a, b: a.alu(op, b), [b if j == i else b.copy_to_device(d) for j, b in enumerate(bufs)]) for i, d in enumerate(devs)]
 
 def allreduce_ring(bufs: Sequence[UOp], op: Ops) -> list[UOp]:
-  """Ring: each flat buffer is cut into n chunks. Reduce-scatter: chunk c travels the ring from device c+1 to device c, each device
-  adding its own piece, so device c ends with the reduced chunk c. All-gather: each reduced chunk travels the ring once more.
-  Every device sends and receives 2(n-1)/n of the buffer."""
+  """Ring: each buffer is viewed as n rows (chunks; zero-padded to a multiple of n). Reduce-scatter: chunk c travels the ring from
+  device c+1 to device c, each device combining its own row, so device c ends with the reduced chunk c. All-gather: each reduced
+  chunk travels the ring once more. Every device sends and receives 2(n-1)/n of the buffer. (Rows, not flat slices: the
+  concatenation's padding then masks whole rows, which the renderers turn into in-bounds loads.)"""
   n, shape, numel = len(bufs), bufs[0].shape, prod(bufs[0].shape)
+  m = ceildiv(numel, n)
+  rows = [(b.reshape((numel,)).pad(((0, n * m - numel),)) if n * m != numel else b.reshape((numel,))).reshape((n, m)) for b in bufs]
   devs = [str(b.device) for b in bufs]
-  flat = [b.reshape((numel,)) for b in bufs]
-  chunks = _chunks(numel, n)
   gathered: list[list[UOp]] = [[] for _ in range(n)]
-  for c, (lo, hi) in enumerate(chunks):
+  for c in range(n):
     acc: UOp | None = None
     for k in range(1, n + 1):
       d = (c + k) % n
-      piece = flat[d].shrink(((lo, hi),))
+      piece = rows[d].shrink(((c, c + 1), (0, m)))
       acc = piece if acc is None else acc.copy_to_device(devs[d]).alu(op, piece)
     assert acc is not None
     gathered[c].append(acc)
     for k in range(1, n):
       gathered[(c + k) % n].append(gathered[(c + k - 1) % n][-1].copy_to_device(devs[(c + k) % n]))
-  return [_cat(g, 0).reshape(shape) for g in gathered]  # device i appended chunk c at step c: they are in order
+  # device i appended chunk c at step c: they are in order
+  return [_cat(g, 0).reshape((n * m,)).shrink(((0, numel),)).reshape(shape) for g in gathered]
 
 def use_ring(n: int, numel: int) -> bool: return ALLREDUCE_RING.value >= 2 or (ALLREDUCE_RING.value >= 1 and n > 2 and numel > RING_ALLREDUCE_THRESHOLD.value)
 
@@ -242,7 +240,7 @@ def lower_allreduce(red: UOp, ms: UOp) -> UOp:
   bufs, op = ms.src, red.arg[0]
   if len(bufs) == 1: return ms
   n, numel = len(bufs), prod(bufs[0].shape)
-  out = (allreduce_ring if numel >= n and use_ring(n, numel) else allreduce_naive)(bufs, op)
+  out = (allreduce_ring if use_ring(n, numel) else allreduce_naive)(bufs, op)
   return UOp(Ops.MSTACK, red.dtype, tuple(out))
 
 pm_allreduce = PatternMatcher([
