@@ -145,6 +145,23 @@ def test_matmul(case: str) -> None:
   close(out, a @ b, atol=1e-4)
   assert out.realize().uop.arg == {"K": (), "M": (0,), "N": (1,), "replicated": ()}[case]
 
+def test_conv_data_parallel() -> None:
+  # a batch split over the devices, replicated weights: conv2d, pooling, cross-entropy and the weight gradient (an ALLREDUCE)
+  x, w, y = rand(2 * N, 2, 6, 6), rand(3, 2, 3, 3), rng.integers(0, 3, 2 * N).astype(np.int32)
+  tw = Tensor(w).shard(DEVS)
+  tw.requires_grad = True
+  logits = Tensor(x).shard(DEVS, 0).conv2d(tw, padding=1).relu().max_pool2d(2).mean((2, 3))
+  loss = logits.sparse_categorical_crossentropy(Tensor(y).shard(DEVS, 0))
+  loss.backward()
+  rw = torch.tensor(w, requires_grad=True)
+  rlogits = torch.nn.functional.max_pool2d(torch.nn.functional.conv2d(torch.tensor(x), rw, padding=1).relu(), 2).mean((2, 3))
+  rloss = torch.nn.functional.cross_entropy(rlogits, torch.tensor(y).long())
+  rloss.backward()
+  close(logits, rlogits, atol=1e-4)
+  close(loss, rloss, atol=1e-5)
+  assert tw.grad is not None
+  close(tw.grad, rw.grad, atol=1e-4)
+
 # *** gradients ***
 
 def test_mlp_gradients_sharded_on_hidden_axis() -> None:
