@@ -266,4 +266,5 @@ def test_errors() -> None:
   with pytest.raises(MultiDeviceError, match="mixes a tensor"): (t + Tensor(rand(4, 4))).realize()
   with pytest.raises(MultiDeviceError, match="already on"): t.shard(DEVS)
   with pytest.raises(MultiDeviceError, match="distinct"): Tensor(rand(4)).shard((DEVS[0], DEVS[0]))
+  with pytest.raises(MultiDeviceError, match="expands the sharded axis"): Tensor(rand(1, 4)).shard(DEVS, 0).expand(3, 4).realize()
   with pytest.raises(MultiDeviceError, match="tuple of devices"): Tensor(rand(4)).shard(DEVS[0])  # type: ignore[arg-type]

@@ -134,7 +134,8 @@ def reshape_multi(root: UOp, m: UOp) -> UOp:
                      for p, (lo, hi) in zip(parts(m), bnds)], (na,))
 
 def expand_multi(root: UOp, m: UOp) -> UOp:
-  a = axis_of(m)
+  if (a := axis_of(m)) is not None and root.arg[a] != m.shape[a]:
+    raise MultiDeviceError(f"expand {m.shape} -> {root.arg} expands the sharded axis {a}: replicate first with .to(devices)")
   return make_multi([p.expand(tuple(p.shape[i] if i == a else s for i, s in enumerate(root.arg))) for p in parts(m)], m.arg)
 
 def permute_multi(root: UOp, m: UOp) -> UOp:
