@@ -252,7 +252,11 @@ pm_allreduce = PatternMatcher([
 # *** the pass over a schedule's tensor graph ***
 
 def has_multi(topo: Sequence[UOp]) -> bool:
-  return any(u.op is Ops.UNSHARD or (u.op is Ops.DEVICE and isinstance(u.arg, tuple)) for u in topo)
+  """Whether the graph holds a multi-device value (it runs on every realize: a plain loop, the ops in locals)."""
+  unshard, device = Ops.UNSHARD, Ops.DEVICE
+  for u in topo:
+    if (op := u.op) is unshard or (op is device and u.arg.__class__ is tuple): return True
+  return False
 
 def multi_to_per_device(sink: UOp, topo: Sequence[UOp]) -> tuple[UOp, dict[UOp, UOp]]:
   """The sink with every multi-device value mapped to its per-device values, and what each output (and each assign, which tensors
