@@ -10,6 +10,7 @@ A rank that never calls the collective its peers are in still hangs them: MPI ha
 from __future__ import annotations
 import functools
 import itertools
+import time
 from typing import Any, Callable, Literal, Sequence
 
 import numpy as np
@@ -41,7 +42,11 @@ class World:
     self.mpi, self.comm = mpi, mpi.COMM_WORLD
     self.rank: int = self.comm.Get_rank()
     self.size: int = self.comm.Get_size()
-  def barrier(self) -> None: self.comm.Barrier()
+  def barrier(self, poll_s: float = 1e-3) -> None:
+    """Wait for every rank, sleeping between polls: MPI's blocking wait spins a core, which a rank computing alone (on a
+    machine with fewer cores than ranks) needs."""
+    req = self.comm.Ibarrier()
+    while not req.Test(): time.sleep(poll_s)
   def __repr__(self) -> str: return f"<World rank {self.rank} of {self.size}>"
 
 @functools.cache
