@@ -1,7 +1,7 @@
 """Run under mpirun (tests/test_distributed.py does, with -np 2): every collective of tg_core.distributed against numpy (torch for
-the bfloat16 rounding), on the default device and on PYTHON (a device whose memory MPI can't write directly), and the
-mismatch errors on every rank. Each rank derives every rank's inputs from the rank's seed, so it computes the reference
-itself. Prints "collectives ok on rank R" at the end; any failure raises."""
+the bfloat16 rounding) on the devices named as arguments (default: the default device and PYTHON), and the mismatch errors
+on every rank. Each rank derives every rank's inputs from the rank's seed, so it computes the reference itself. Prints
+"collectives ok on rank R of N" at the end; any failure raises."""
 from __future__ import annotations
 import sys
 
@@ -99,7 +99,7 @@ def check(dev: str) -> None:
     np.testing.assert_array_equal(allreduce(Tensor.ones(3, device=dev)).numpy(), np.full(3, N, np.float32))
 
 if __name__ == "__main__":
-  for dev in dict.fromkeys([Device.DEFAULT, "PYTHON"]): check(dev)
+  for dev in dict.fromkeys(sys.argv[1:] or [Device.DEFAULT, "PYTHON"]): check(dev)
   w.barrier()
   print(f"collectives ok on rank {R} of {N}", flush=True)
   sys.exit(0)
