@@ -77,6 +77,7 @@ def _agree(w: World, kind: str, t: Tensor, free_axis: int | None = None, **args:
   """Exchange what every rank passed; raise RankMismatchError on every rank when they differ (in shape only on `free_axis`).
   Returns every rank's shape. Runs before any local validation, so a bad argument on one rank can't leave the others waiting."""
   shape = tuple(s if isinstance(s, int) else str(s) for s in t.shape)
+  if not isinstance(t.device, str): args["sharded"] = True  # refused below on every rank, or a mismatch if only some ranks pass one
   everyone = w.comm.allgather((kind, shape, t.dtype.name, tuple(sorted(args.items()))))
   def key(sig: tuple) -> tuple:
     kind, shape, dtype, a = sig
