@@ -83,11 +83,16 @@ def test_allgather_broadcast_one_rank(dist):
   np.testing.assert_array_equal(dist.broadcast(Tensor(x).permute(2, 0, 1) + 1).numpy(), x.transpose(2, 0, 1) + 1)
 
 def test_average_gradients_one_rank(dist):
-  p = Tensor.zeros(2, 3, requires_grad=True).contiguous()
-  x = np.random.default_rng(2).standard_normal((2, 3)).astype(np.float32)
-  (p * Tensor(x)).sum().backward()
-  dist.average_gradients([p])
-  np.testing.assert_allclose(p.grad.numpy(), x, rtol=1e-6)
+  # params of two dtypes and two devices: one flat allreduce per (dtype, device), each grad back in its shape
+  rng = np.random.default_rng(2)
+  ps = [Tensor.zeros(*shape, dtype=dt, device=dev, requires_grad=True).contiguous()
+        for shape, dt, dev in (((2, 3), dtypes.float32, None), ((4,), dtypes.float16, None), ((3,), dtypes.float32, "PYTHON"), ((), dtypes.float32, None))]
+  xs = [rng.standard_normal(p.shape).astype(np.float32) for p in ps]
+  for p, x in zip(ps, xs): (p * Tensor(x, device=p.device, dtype=p.dtype)).sum().backward()
+  dist.average_gradients(ps)
+  for p, x in zip(ps, xs):
+    assert p.grad.shape == p.shape and p.grad.device == p.device
+    np.testing.assert_allclose(p.grad.numpy().astype(np.float32), x.astype(np.float16) if p.dtype == dtypes.float16 else x, rtol=1e-6)
 
 def test_device_without_host_view(dist, monkeypatch):
   # a device whose memory the host can't see (a GPU): the collectives go through host copies

@@ -180,12 +180,12 @@ def broadcast(t: Tensor, root: int = 0) -> Tensor:
 
 def average_gradients(params: Sequence[Tensor]) -> None:
   """Data parallel, after backward and before the optimizer step: replace each param's grad by its mean over the ranks. The
-  grads of one dtype travel together as one flat buffer (one allreduce per dtype, not per param)."""
+  grads of one dtype and device travel together as one flat buffer (one allreduce per dtype and device, not per param)."""
   for i, p in enumerate(params):
     if p.grad is None: raise RuntimeError(f"average_gradients: param {i} (shape {p.shape}) has no gradient; call backward() first")
-  by_dtype: dict[DType, list[Tensor]] = {}
-  for p in params: by_dtype.setdefault(p.grad.dtype, []).append(p)  # type: ignore[union-attr]
-  for group in by_dtype.values():
+  groups: dict[tuple[DType, str | tuple[str, ...]], list[Tensor]] = {}
+  for p in params: groups.setdefault((p.grad.dtype, p.grad.device), []).append(p)  # type: ignore[union-attr]
+  for group in groups.values():
     grads: list[Tensor] = [p.grad for p in group]  # type: ignore[misc]
     mean = allreduce(Tensor.cat(*[g.flatten() for g in grads]), "mean")
     offsets = itertools.accumulate([int(g.numel()) for g in grads], initial=0)
