@@ -18,8 +18,8 @@ $(VENV)/.installed-digits: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q -e ".[demo]"
 	touch $@
 
-# system tools some tests use as oracles (LLVM 19's disassembler and linker for the AMD emulator): installed when
-# missing and we are root (CI); elsewhere those tests skip with the reason
+# system tools some tests use as oracles (LLVM 19's disassembler and linker for the AMD emulator) or need (Open MPI for the
+# cross-process tests): installed when missing and we are root (CI); elsewhere those tests skip with the reason
 $(VENV)/.installed-sysdeps: | $(BIN)/python
 	@if command -v llvm-objdump-19 >/dev/null && command -v ld.lld-19 >/dev/null; then :; \
 	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then (apt-get update -qq && apt-get install -y -qq llvm-19 lld-19 >/dev/null) || echo "note: apt-get install llvm-19 lld-19 failed: the AMD decoder-oracle tests will skip"; \
@@ -27,6 +27,9 @@ $(VENV)/.installed-sysdeps: | $(BIN)/python
 	@if command -v chromium >/dev/null; then :; \
 	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then (apt-get update -qq && apt-get install -y -qq chromium >/dev/null) || echo "note: apt-get install chromium failed: the LLM web-page test will skip"; \
 	else echo "note: chromium not installed (apt-get install chromium): the LLM web-page test will skip"; fi
+	@if command -v mpirun >/dev/null; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then (apt-get update -qq && apt-get install -y -qq openmpi-bin libopenmpi-dev >/dev/null) || echo "note: apt-get install openmpi-bin libopenmpi-dev failed: the mpirun tests will skip"; \
+	else echo "note: Open MPI not installed (apt-get install openmpi-bin libopenmpi-dev): the mpirun tests will skip"; fi
 	touch $@
 
 # the tests also need the references (torch CPU, safetensors, ...), the test tools and the plugins
