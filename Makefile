@@ -47,7 +47,7 @@ $(VENV)/.installed-test: pyproject.toml plugins/tg_cpu_x86/pyproject.toml plugin
 OP_TESTS := tests/test_ops_elementwise.py tests/test_ops_reduce.py tests/test_ops_movement.py tests/test_ops_indexing.py tests/test_ops_nn.py \
   tests/test_schedule.py tests/test_opts.py tests/test_nn_modules.py tests/test_optim.py tests/test_random.py tests/test_errors.py tests/test_demo.py \
   tests/test_schedule_cache.py tests/test_ops_zero_size.py tests/test_grad_parity.py tests/test_setitem_grad.py tests/test_frontend_parity.py \
-  tests/test_optim_muon.py tests/test_symbolic_shapes.py
+  tests/test_optim_muon.py tests/test_symbolic_shapes.py tests/test_multitensor.py
 
 DEMO_PROMPT ?= What's a male chicken called? Answer with one word.
 # the op-vs-torch subset DEV=MOCKKFD+AMD runs (the emulator runs one wave at a time: the whole suite is too slow for CI), and the
