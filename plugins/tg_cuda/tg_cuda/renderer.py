@@ -17,7 +17,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from tg_core.device import Renderer, RendererCaps
+from tg_core.device import Renderer, RendererCaps, TensorCore
+from tg_core.renderer import FragmentLayout
 from tg_core.dtype import AddrSpace, DType, dtypes
 from tg_core.uop import GroupOp, Ops
 from tg_core.uop.ops import UOp
@@ -37,9 +38,9 @@ def _scalar(dt: DType) -> DType:
   return dtypes.float64 if s == dtypes.weakfloat else dtypes.int64 if s == dtypes.weakint else s
 
 def ctype(dt: DType) -> str:
-  """The register (compute) type of a scalar dtype."""
+  """The register (compute) type of a dtype: a scalar's, or tg_vec<scalar, n> for the accumulator fragment of a WMMA."""
   s = _scalar(dt)
-  if dt.count != 1: raise NotImplementedError(f"the CUDA renderer has no vector types (caps.vector_upcast is off), got {dt}")
+  if dt.count != 1: return f"tg_vec<{ctype(s)}, {dt.count}>"
   if s in _SMALL_FLOATS: return "float"
   if s not in _STORAGE: raise NotImplementedError(f"the CUDA renderer has no type for {dt} (it is emulated by the core, see caps.native_dtypes)")
   return _STORAGE[s]
@@ -79,6 +80,8 @@ def cconst(v: Any, dt: DType) -> str:
 # helpers every kernel may use (NVRTC drops the unused ones)
 PRELUDE = r"""
 typedef unsigned long long tg_u64;
+template<class T, int N> struct tg_vec { T v[N]; };
+__device__ __forceinline__ unsigned int tg_pack(unsigned short lo, unsigned short hi) { return (unsigned int)lo | ((unsigned int)hi << 16); }
 __device__ __forceinline__ float tg_h2f(unsigned short h) { float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f; }
 __device__ __forceinline__ unsigned short tg_f2h(float f) { unsigned short h; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f)); return h; }
 __device__ __forceinline__ unsigned short tg_d2h(double d) { unsigned short h; asm("cvt.rn.f16.f64 %0, %1;" : "=h"(h) : "d"(d)); return h; }
@@ -216,12 +219,28 @@ def _contractible(uops: list[UOp]) -> set[UOp]:
     if v.op is Ops.ADD and any(s.op is Ops.MUL and s.dtype == v.dtype for s in v.src): ret.add(v)
   return ret
 
+# mma.sync m16n8k16 (sm_80+), A row-major and B column-major fragments: where each lane holds which element (PTX ISA "Matrix
+# Fragments for mma.m16n8k16"; g = lane >> 2, t = lane & 3): A a_i at (g + 8*bit1(i), 2t + bit0(i) + 8*bit2(i)), B b_i at
+# (2t + bit0(i) + 8*bit1(i), g), C/D c_i at (g + 8*bit1(i), 2t + bit0(i))
+_ROW_COL_LANES = ((0, 2), (0, 4), (1, 0), (2, 0), (4, 0))
+MMA_LAYOUT: tuple[FragmentLayout, ...] = ((_ROW_COL_LANES, ((0, 1), (8, 0), (0, 8))), (((2, 0), (4, 0), (0, 1), (0, 2), (0, 4)), ((1, 0), (8, 0))),
+                                          (_ROW_COL_LANES, ((0, 1), (8, 0))))
+TENSOR_CORES = tuple(TensorCore((16, 8, 16), dt, dtypes.float32, 32, MMA_LAYOUT) for dt in (dtypes.float16, dtypes.bfloat16))
+_MMA_TYPE = {dtypes.float16: "f16", dtypes.bfloat16: "bf16"}
+
+def tensor_cores_of(arch: str) -> tuple[TensorCore, ...]:
+  """mma.sync m16n8k16 for fp16/bf16 with fp32 accumulation from sm_80 (Ampere) on."""
+  return TENSOR_CORES if int(arch.removeprefix("sm_").rstrip("a")) >= 80 else ()
+
+def mma_instruction(tc: TensorCore) -> str:
+  return f"mma.sync.aligned.m{tc.dims[0]}n{tc.dims[1]}k{tc.dims[2]}.row.col.f32.{_MMA_TYPE[tc.dtype_in]}.{_MMA_TYPE[tc.dtype_in]}.f32"
+
 class CUDARenderer(Renderer):
   """CUDA C for NVRTC. The target arch (sm_XX) picks the NVRTC compiler's `--gpu-architecture` (see tg_cuda.compiler)."""
   # every storage dtype but fp8 (emulated by the core); scalar code; grid x up to 2^31-1 blocks, y/z 65535; 1024 threads per block;
   # EXP2/LOG2/SIN/SQRT by CUDA's accurate math library (not the .approx instructions)
   caps = RendererCaps(native_dtypes=frozenset(_STORAGE), vector_upcast=False, global_max=(2**31 - 1, 65535, 65535), local_max=(1024, 1024, 64),
-                      shared_max=48 * 1024, archs=ARCHS, arch="sm_80")
+                      shared_max=48 * 1024, archs=ARCHS, arch="sm_80", tensor_cores=tensor_cores_of("sm_80"))
 
   def __init__(self, cubin: bool = True) -> None:
     """cubin=False: the compiler makes PTX (for MOCK+CUDA's interpreter) instead of a cubin."""
@@ -230,7 +249,7 @@ class CUDARenderer(Renderer):
     self.compiler = NVRTCCompiler(self.caps.arch, cubin)
 
   def select_arch(self, arch: str) -> None:
-    self.caps = dataclasses.replace(self.caps, arch=arch)
+    self.caps = dataclasses.replace(self.caps, arch=arch, tensor_cores=tensor_cores_of(arch))
     self.compiler = self._compiler_cls(arch, self._cubin)
 
   def render(self, uops: list[UOp]) -> str: return _KernelWriter(uops).render()
@@ -245,6 +264,7 @@ class _KernelWriter:
     self.top: list[str] = []
     self.depth = 1
     self.n = 0
+    self.stacks: dict[UOp, list[str]] = {}
 
   def var(self, prefix: str = "v") -> str:
     self.n += 1
@@ -303,8 +323,15 @@ class _KernelWriter:
       r[u] = r[u.src[0]]
       return
     if op is Ops.CONST:
-      r[u] = cconst(u.arg, u.dtype)
+      r[u] = cconst(u.arg, u.dtype) if u.dtype.count == 1 else f"{ctype(u.dtype)}{{{{{', '.join([cconst(u.arg, u.dtype)] * u.dtype.count)}}}}}"
       return
+    if op is Ops.STACK:  # a WMMA operand fragment: its elements, packed where the WMMA is
+      self.stacks[u] = [r[s] for s in u.src]
+      return
+    if op is Ops.GEP:
+      r[u] = f"{r[u.src[0]]}.v[{u.arg[0]}]"
+      return
+    if op is Ops.WMMA: return self.render_wmma(u)
     if op is Ops.SPECIAL:
       dim = int(u.arg[-1])
       xyz = "xyz"[dim]
@@ -350,6 +377,25 @@ class _KernelWriter:
       return self.define(u, _round(f"{fma}({r[m.src[0]]}, {r[m.src[1]]}, {r[c]})", u.dtype))
     if op in GroupOp.ALU: return self.define(u, render_alu(op, u.dtype, [r[s] for s in u.src], u.src[0].dtype))
     raise NotImplementedError(f"the CUDA renderer can't render {op}")
+
+  def render_wmma(self, u: UOp) -> None:
+    """mma.sync on the fragments: A's and B's 16-bit elements packed two to a .b32 register (low half first), C's floats in place."""
+    tc: TensorCore = u.arg
+    to_bits = "tg_f2h" if tc.dtype_in == dtypes.float16 else "tg_f2bf"
+    regs = []
+    for frag in u.src[:2]:
+      els = self.stacks[frag]
+      for i in range(0, len(els), 2):
+        regs.append(name := self.var("frag"))
+        self.emit(f"const unsigned int {name} = tg_pack({to_bits}({els[i]}), {to_bits}({els[i + 1]}));")
+    name, nc = self.var("mma"), u.dtype.count
+    self.emit(f"{ctype(u.dtype)} {name} = {self.r[u.src[2]]};")
+    na = len(self.stacks[u.src[0]]) // 2
+    ops = [f"%{i}" for i in range(nc + len(regs))]
+    asm = f"{mma_instruction(tc)} {{{', '.join(ops[:nc])}}}, {{{', '.join(ops[nc:nc + na])}}}, {{{', '.join(ops[nc + na:])}}}, {{{', '.join(ops[:nc])}}};"
+    outs, ins = ", ".join(f'"+f"({name}.v[{i}])' for i in range(nc)), ", ".join(f'"r"({x})' for x in regs)
+    self.emit(f'asm volatile("{asm}" : {outs} : {ins});')
+    self.r[u] = name
 
   def _gate(self, idx: UOp) -> str | None:
     return self.r[idx.src[2]] if idx.op is Ops.INDEX and len(idx.src) > 2 else None
