@@ -23,11 +23,11 @@ from typing import Callable
 
 import numpy as np
 
-from tg_core.device import Renderer
+from tg_core.device import Renderer, TensorCore
 from tg_core.dtype import AddrSpace, DType, dtypes
 from tg_core.uop import GroupOp, Ops
 from tg_core.uop.ops import UOp
-from tg_cuda.renderer import ARCHS, FLAT_BLOCK, CUDARenderer, _contractible, _scalar
+from tg_cuda.renderer import ARCHS, FLAT_BLOCK, CUDARenderer, _contractible, _scalar, mma_instruction, tensor_cores_of
 
 # the lowest PTX ISA version that knows each arch (the driver JIT and ptxas accept any version up to their own)
 PTX_VERSION = {"sm_75": "7.0", "sm_80": "7.0", "sm_86": "7.1", "sm_87": "7.4", "sm_89": "7.8", "sm_90": "7.8", "sm_90a": "8.0", "sm_100": "8.6",
@@ -90,7 +90,7 @@ class PTXRenderer(Renderer):
 
   def select_arch(self, arch: str) -> None:
     from tg_cuda.compiler import PTXCompiler
-    self.caps = dataclasses.replace(self.caps, arch=arch)
+    self.caps = dataclasses.replace(self.caps, arch=arch, tensor_cores=tensor_cores_of(arch))
     self.compiler = PTXCompiler(arch, self._check)
 
   def render(self, uops: list[UOp]) -> str: return _PTXWriter(uops, self.caps.arch).render()
@@ -200,6 +200,7 @@ class _PTXWriter:
     self.loops: list[tuple[str, str, str, str]] = []  # (counter register, its type, top label, end label) of the open RANGEs
     self.ifs: list[str] = []
     self.space: dict[UOp, str] = {}  # buffer uop -> its state space (global, shared, local)
+    self.vr: dict[UOp, list[str]] = {}  # vector uop -> its registers
 
   def new(self, k: str) -> str:
     n = self.cnt[k]
@@ -272,6 +273,7 @@ class _PTXWriter:
   def render_uop(self, u: UOp) -> None:
     op, r = u.op, self.r
     if op in (Ops.SINK, Ops.GROUP, Ops.NOOP): return
+    if op in (Ops.STACK, Ops.GEP, Ops.WMMA) or (op in (Ops.CONST, Ops.LOAD) and u.dtype.count > 1): return self.render_vector(u)
     if op is Ops.PARAM:
       if u not in r: raise NotImplementedError(f"PARAM with addrspace {u.arg.addrspace} is not supported by the PTX renderer")
       return
@@ -346,8 +348,47 @@ class _PTXWriter:
   def elem_size(self, buf: UOp) -> int:
     """Bytes per element of a buffer: its storage dtype (REG buffers hold the register value: small floats as f32, bool as u8)."""
     s = _scalar(buf.dtype)
-    if buf.op is Ops.BUFFER and buf.arg.addrspace is AddrSpace.REG and s in _SMALL_FLOATS: return 4
-    return 1 if s == dtypes.bool else s.itemsize
+    if buf.op is Ops.BUFFER and buf.arg.addrspace is AddrSpace.REG and s in _SMALL_FLOATS: return 4 * buf.dtype.count
+    return (1 if s == dtypes.bool else s.itemsize) * buf.dtype.count
+
+  # *** vectors: only a WMMA's fragments and its accumulator (a REG buffer of float32 vectors); a vector is a list of registers ***
+  def render_vector(self, u: UOp) -> None:
+    op, r = u.op, self.r
+    if op is Ops.STACK: self.vr[u] = [r[s] for s in u.src]
+    elif op is Ops.GEP: r[u] = self.vr[u.src[0]][u.arg[0]]
+    elif op is Ops.CONST:
+      if _scalar(u.dtype) != dtypes.float32: raise NotImplementedError(f"the PTX renderer has no vector constant of {u.dtype}")
+      self.vr[u] = [self.new("f") for _ in range(u.dtype.count)]
+      self.ins(*[f"mov.f32 {d}, {imm(u.arg, dtypes.float32)}" for d in self.vr[u]])
+    elif op is Ops.LOAD:
+      space, buf = self._buf(u.src[0])
+      if _scalar(u.dtype) != dtypes.float32 or space != "local" or len(u.src) != 1 or len(u.src[0].src) != 2:
+        raise NotImplementedError(f"the PTX renderer loads vectors of float32 from REG buffers only, got {u.dtype} from {space}")
+      self.vr[u] = [self.new("f") for _ in range(u.dtype.count)]
+      self.ins(f"ld.local.v{u.dtype.count}.f32 {{{', '.join(self.vr[u])}}}, [{r[u.src[0]]}]")
+    else: self.render_wmma(u)
+
+  def render_wmma(self, u: UOp) -> None:
+    """mma.sync on the fragments: A's and B's 16-bit elements packed two to a .b32 register (low half first)."""
+    tc: TensorCore = u.arg
+    regs: list[list[str]] = []
+    for frag in u.src[:2]:
+      bits = []
+      for f in self.vr[frag]:
+        if tc.dtype_in == dtypes.float16:
+          h = self.new("h")
+          self.ins(f"cvt.rn.f16.f32 {h}, {f}")
+          bits.append(h)
+        else:
+          h = self.new("h")
+          self.ins(f"cvt.u16.u32 {h}, {self.f2bf(f)}")
+          bits.append(h)
+      packed = [self.new("r") for _ in range(len(bits) // 2)]
+      self.ins(*[f"mov.b32 {d}, {{{bits[2 * i]}, {bits[2 * i + 1]}}}" for i, d in enumerate(packed)])
+      regs.append(packed)
+    d = self.vr[u] = [self.new("f") for _ in range(u.dtype.count)]
+    def grp(x: list[str]) -> str: return "{" + ", ".join(x) + "}"
+    self.ins(f"{mma_instruction(tc)} {grp(d)}, {grp(regs[0])}, {grp(regs[1])}, {grp(self.vr[u.src[2]])}")
 
   def render_special(self, u: UOp) -> None:
     dim = int(u.arg[-1])
@@ -538,6 +579,9 @@ class _PTXWriter:
     gate = self._gate(self._gates(u))
     pre = f"@{gate} " if gate else ""
     reg = buf.op is Ops.BUFFER and buf.arg.addrspace is AddrSpace.REG
+    if u.src[1].dtype.count > 1:  # a WMMA accumulator into its REG buffer
+      self.ins(f"st.{space}.v{u.src[1].dtype.count}.f32 [{self.r[idx]}], {{{', '.join(self.vr[u.src[1]])}}}")
+      return
     v, dt = self.r[u.src[1]], u.src[1].dtype
     s, k = _scalar(dt), kind(dt)
     if k == "p": v, mt = self.bits_of(v, dt), "u8"
