@@ -74,10 +74,19 @@ def test_tc_matmul_matches_torch(dev, dt, shapes, widen):
   np.testing.assert_allclose(got, ref.numpy(), rtol=_TOL[out_dt], atol=1e-4)
   assert np.abs(got - want).max() <= np.abs(want).max() * 2 * _TOL[out_dt]  # at most one rounding step from torch's rounded result
 
-@pytest.mark.parametrize("shapes", [((20, 24), (24, 12)), ((16, 20), (20, 8)), ((17, 33), (33, 9))], ids=["m20n12", "k20", "odd"])
-def test_tc_matmul_odd_sizes(dev, shapes):
-  """Sizes that don't divide into 16x8x16 tiles: still the right values (without tensor cores: the opt doesn't apply)."""
-  a, b = _inputs(*shapes, dtypes.float16)
+@pytest.mark.parametrize("dt", [dtypes.float16, dtypes.bfloat16], ids=["fp16", "bf16"])
+@pytest.mark.parametrize("shapes", [((20, 24), (24, 12)), ((16, 20), (20, 8)), ((17, 33), (33, 9)), ((2, 19, 18), (2, 18, 10))],
+                         ids=["m20n12k24", "k20", "odd", "batched_odd"])
+def test_tc_matmul_odd_sizes(dev, dt, shapes):
+  """Sizes that don't divide into 16x8x16 tiles: padded (elements past them are 0, outputs past them not stored), still on mma."""
+  a, b = _inputs(*shapes, dt)
+  c = _matmul(a, b, dt, dev, True) + 1.0  # an epilogue: its accesses of the padding must be gated off too
+  assert "mma.sync" in _program_src(c)
+  np.testing.assert_allclose(c.numpy(), (torch.from_numpy(a) @ torch.from_numpy(b)).numpy() + 1.0, rtol=_TOL[dtypes.float32], atol=1e-4)
+
+def test_tc_not_for_a_matvec(dev):
+  """A dimension smaller than its tile (a matvec: one row of 16) stays off the tensor cores."""
+  a, b = _inputs((1, 64), (64, 32), dtypes.float16)
   c = _matmul(a, b, dtypes.float16, dev, True)
   assert "mma.sync" not in _program_src(c)
   np.testing.assert_allclose(c.numpy(), torch.from_numpy(a) @ torch.from_numpy(b), rtol=_TOL[dtypes.float32], atol=1e-4)

@@ -5,8 +5,9 @@ after the multiply) is tiled into the instruction's M x N x K: the m and n outpu
 each computed by one warp, a LOCAL range of `threads` lanes; the reduce range becomes K-steps (k_o). Lane l holds the A, B
 and C elements the TensorCore's layout places at it: A's and B's as STACKs of loads (the fragments), C's as an UPCAST range
 over its fragment, whose element is a lane of the REDUCE over k_o of WMMA(A, B, 0) (the reduce lowering folds the accumulator
-into the WMMA's C operand, codegen/lowerer.py). The products are exact and accumulate in dtype_out, the instruction's rounding;
-sizes that don't divide the tile raise KernelOptError (the heuristic then tiles without tensor cores)."""
+into the WMMA's C operand, codegen/lowerer.py). The products are exact and accumulate in dtype_out, the instruction's rounding.
+Sizes that don't divide the tile are padded: fragment elements past them are 0 (their loads gated off), and the output
+elements past them are neither stored nor computed from memory (every access outside the reduce is gated)."""
 from __future__ import annotations
 from typing import TYPE_CHECKING
 
@@ -43,6 +44,15 @@ def _place(layout: FragmentLayout, lane: UOp, elem: int | UOp) -> tuple[UOp, UOp
     return _bits_expr(lane, lane_bits, axis) + e
   return at(0), at(1)
 
+def _masked(x: UOp, conds: list[UOp], zero: bool = False) -> UOp:
+  """x with every INDEX in it gated by `conds` too (and, with `zero`, x itself 0 where they fail)."""
+  if not conds: return x
+  valid = conds[0]
+  for c in conds[1:]: valid = valid & c
+  subs = {u: UOp(Ops.INDEX, u.dtype, (u.src[0], u.src[1], u.src[2] & valid if len(u.src) > 2 else valid), u.arg) for u in x.toposort() if u.op is Ops.INDEX}
+  x = x.substitute(subs)
+  return valid.where(x, x.const_like(0)) if zero else x
+
 def _operands(red: UOp, tc: TensorCore) -> tuple[UOp, UOp]:
   """The two dtype_in factors of a REDUCE(ADD) of dtype_out products: MUL(CAST(a), CAST(b)) or CAST(MUL(a, b))."""
   x = red.src[0]
@@ -69,16 +79,21 @@ def apply_tc(ast: UOp, tc: TensorCore, out_axes: tuple[AxisType, ...]) -> UOp:
   (tm, tn, tk), sizes = tc.dims, [r.src[0] for r in (rm, rn, rk)]
   if any(s.op is not Ops.CONST for s in sizes): raise TCNotApplicable("symbolic matmul size")
   msz, nsz, ksz = (int(s.arg) for s in sizes)
-  if msz % tm or nsz % tn or ksz % tk: raise TCNotApplicable(f"matmul {msz}x{nsz}x{ksz} doesn't divide into {tm}x{tn}x{tk} tiles")
+  # (a matvec would be mostly padding: one row of 16)
+  if msz < tm or nsz < tn or ksz < tk: raise TCNotApplicable(f"matmul {msz}x{nsz}x{ksz} is smaller than one {tm}x{tn}x{tk} tile")
   nid = max(u.arg[0] for u in topo if u.op is Ops.RANGE) + 1
-  mo, no = UOp.range(msz // tm, rm.arg[0], rm.arg[1], rm.dtype), UOp.range(nsz // tn, rn.arg[0], rn.arg[1], rn.dtype)
-  ko = UOp.range(ksz // tk, rk.arg[0], AxisType.REDUCE, rk.dtype)
+  mo, no = UOp.range(-(-msz // tm), rm.arg[0], rm.arg[1], rm.dtype), UOp.range(-(-nsz // tn), rn.arg[0], rn.arg[1], rn.dtype)
+  ko = UOp.range(-(-ksz // tk), rk.arg[0], AxisType.REDUCE, rk.dtype)
   lane, ci = UOp.range(tc.threads, nid, AxisType.LOCAL, rm.dtype), UOp.range(tc.fragment_size(2), nid + 1, AxisType.UPCAST, rm.dtype)
+  full = {rm: msz, rn: nsz, rk: ksz}
+  padded = {r for r, t in ((rm, tm), (rn, tn), (rk, tk)) if full[r] % t}
   def frag(x: UOp, operand: int, rr: UOp, rc: UOp, base_r: UOp, base_c: UOp) -> UOp:
     elems = []
     for i in range(tc.fragment_size(operand)):
       r, c = _place(tc.layout[operand], lane, i)
-      elems.append(x.substitute({rr: base_r + r, rc: base_c + c}))
+      vals = {rr: base_r + r, rc: base_c + c}
+      # an element of the padding (past a size that doesn't divide the tile) is 0, its loads gated off
+      elems.append(_masked(x.substitute(vals), [v < full[k] for k, v in vals.items() if k in padded], zero=True))
     return UOp(Ops.STACK, tc.dtype_in.vec(len(elems)), tuple(elems))
   fa, fb = frag(a, 0, rm, rk, mo * tm, ko * tk), frag(b, 1, rk, rn, ko * tk, no * tn)
   acc_dt = tc.dtype_out.vec(tc.fragment_size(2))
@@ -89,7 +104,10 @@ def apply_tc(ast: UOp, tc: TensorCore, out_axes: tuple[AxisType, ...]) -> UOp:
   for i in reversed(range(acc_dt.count - 1)): sel = ci.eq(i).where(acc.gep(i), sel)
   crow, ccol = _place(tc.layout[2], lane, ci)
   mexpr, nexpr = mo * tm + crow, no * tn + ccol
-  ret = ast.substitute({red: sel}).substitute({rm: mexpr, rn: nexpr})
+  # outside the reduce, every access of an output element in the padding is gated off (the store and any epilogue loads)
+  hole = UOp(Ops.NOOP, red.dtype, (), "tc reduce")
+  ret = _masked(ast.substitute({red: hole}).substitute({rm: mexpr, rn: nexpr}), [v < full[k] for k, v in ((rm, mexpr), (rn, nexpr)) if k in padded])
+  ret = ret.substitute({hole: sel})
   def fix_end(e: UOp) -> UOp | None:
     if mexpr not in e.src[1:] and nexpr not in e.src[1:]: return None
     body, rngs = e.src[0], [mo if s is mexpr else no if s is nexpr else s for s in e.src[1:]]
