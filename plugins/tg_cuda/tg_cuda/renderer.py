@@ -22,6 +22,7 @@ from tg_core.renderer import FragmentLayout
 from tg_core.dtype import AddrSpace, DType, dtypes
 from tg_core.uop import GroupOp, Ops
 from tg_core.uop.ops import UOp
+from tg_cuda.devectorize import pm_devectorize
 
 FLAT_BLOCK = 128   # threads per block of a kernel without LOCAL dims
 ARCHS = ("sm_75", "sm_80", "sm_86", "sm_87", "sm_89", "sm_90", "sm_90a", "sm_100", "sm_100a", "sm_101", "sm_103", "sm_110", "sm_120", "sm_121")
@@ -81,6 +82,19 @@ def cconst(v: Any, dt: DType) -> str:
 PRELUDE = r"""
 typedef unsigned long long tg_u64;
 template<class T, int N> struct tg_vec { T v[N]; };
+/* one vector load/store (ld/st.global.v<n>) where the address is aligned to its size, else lane by lane (a buffer may be a view
+   at any offset) */
+template<class S, int N> struct alignas(sizeof(S) * N) tg_mem { S v[N]; };
+template<class S, int N> __device__ __forceinline__ tg_vec<S, N> tg_ldv(const S* p) {
+  tg_vec<S, N> r;
+  if (((tg_u64)p & (sizeof(S) * N - 1)) == 0) { const tg_mem<S, N> m = *(const tg_mem<S, N>*)p; for (int i = 0; i < N; i++) r.v[i] = m.v[i]; }
+  else { for (int i = 0; i < N; i++) r.v[i] = p[i]; }
+  return r;
+}
+template<class S, int N> __device__ __forceinline__ void tg_stv(S* p, tg_vec<S, N> x) {
+  if (((tg_u64)p & (sizeof(S) * N - 1)) == 0) { tg_mem<S, N> m; for (int i = 0; i < N; i++) m.v[i] = x.v[i]; *(tg_mem<S, N>*)p = m; }
+  else { for (int i = 0; i < N; i++) p[i] = x.v[i]; }
+}
 __device__ __forceinline__ unsigned int tg_pack(unsigned short lo, unsigned short hi) { return (unsigned int)lo | ((unsigned int)hi << 16); }
 __device__ __forceinline__ float tg_h2f(unsigned short h) { float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f; }
 __device__ __forceinline__ unsigned short tg_f2h(float f) { unsigned short h; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f)); return h; }
@@ -237,9 +251,11 @@ def mma_instruction(tc: TensorCore) -> str:
 
 class CUDARenderer(Renderer):
   """CUDA C for NVRTC. The target arch (sm_XX) picks the NVRTC compiler's `--gpu-architecture` (see tg_cuda.compiler)."""
-  # every storage dtype but fp8 (emulated by the core); scalar code; grid x up to 2^31-1 blocks, y/z 65535; 1024 threads per block;
+  # every storage dtype but fp8 (emulated by the core); vectors only in memory accesses (tg_cuda.devectorize); grid x up to 2^31-1
+  # blocks, y/z 65535; 1024 threads per block;
   # EXP2/LOG2/SIN/SQRT by CUDA's accurate math library (not the .approx instructions)
-  caps = RendererCaps(native_dtypes=frozenset(_STORAGE), vector_upcast=False, global_max=(2**31 - 1, 65535, 65535), local_max=(1024, 1024, 64),
+  caps = RendererCaps(native_dtypes=frozenset(_STORAGE), vector_upcast=True, extra_matcher=pm_devectorize, global_max=(2**31 - 1, 65535, 65535),
+                      local_max=(1024, 1024, 64),
                       shared_max=48 * 1024, archs=ARCHS, arch="sm_80", tensor_cores=tensor_cores_of("sm_80"))
 
   def __init__(self, cubin: bool = True) -> None:
@@ -325,9 +341,9 @@ class _KernelWriter:
     if op is Ops.CONST:
       r[u] = cconst(u.arg, u.dtype) if u.dtype.count == 1 else f"{ctype(u.dtype)}{{{{{', '.join([cconst(u.arg, u.dtype)] * u.dtype.count)}}}}}"
       return
-    if op is Ops.STACK:  # a WMMA operand fragment: its elements, packed where the WMMA is
+    if op is Ops.STACK:  # (a WMMA operand fragment is packed from its elements where the WMMA is)
       self.stacks[u] = [r[s] for s in u.src]
-      return
+      return self.define(u, f"{ctype(u.dtype)}{{{{{', '.join(self.stacks[u])}}}}}")
     if op is Ops.GEP:
       r[u] = f"{r[u.src[0]]}.v[{u.arg[0]}]"
       return
@@ -405,6 +421,11 @@ class _KernelWriter:
 
   def render_load(self, u: UOp) -> None:
     idx = u.src[0]
+    if u.dtype.count > 1 and not self._is_reg(idx):  # a global vector load (tg_cuda.devectorize: ungated)
+      n, st = u.dtype.count, storage_type(u.dtype.scalar())
+      raw = self.var("raw")
+      self.emit(f"const tg_vec<{st}, {n}> {raw} = tg_ldv<{st}, {n}>(&{self.r[idx]});")
+      return self.define(u, f"{ctype(u.dtype)}{{{{{', '.join(load_value(f'{raw}.v[{i}]', u.dtype.scalar()) for i in range(n))}}}}}")
     gates = [g for g in (self._gate(idx), self.r[u.src[2]] if len(u.src) == 3 else None) if g is not None]
     if not gates: return self.define(u, self.r[idx] if self._is_reg(idx) else load_value(self.r[idx], u.dtype))
     # NVRTC may turn `g ? p[i] : 0` into an unconditional load and a select: a masked-off index becomes 0, always in bounds
@@ -418,6 +439,10 @@ class _KernelWriter:
     idx = u.src[0]
     if idx.op is not Ops.INDEX: raise NotImplementedError(f"the CUDA renderer stores through INDEX only, got {idx.op}")
     gates = [g for g in (self._gate(idx), self.r[u.src[2]] if len(u.src) == 3 else None) if g is not None]
+    if (n := u.src[1].dtype.count) > 1 and not self._is_reg(idx):  # a global vector store (tg_cuda.devectorize: ungated)
+      st, dt = storage_type(u.src[1].dtype.scalar()), u.src[1].dtype.scalar()
+      lanes = ", ".join(store_value(f"{self.r[u.src[1]]}.v[{i}]", dt) for i in range(n))
+      return self.emit(f"tg_stv<{st}, {n}>(&{self.r[idx]}, tg_vec<{st}, {n}>{{{{{lanes}}}}});")
     val = self.r[u.src[1]] if self._is_reg(idx) else store_value(self.r[u.src[1]], u.src[1].dtype)
     st = f"{self.r[idx]} = {val};"
     self.emit(f"if ({' && '.join(gates)}) {st}" if gates else st)

@@ -274,6 +274,7 @@ class _PTXWriter:
     op, r = u.op, self.r
     if op in (Ops.SINK, Ops.GROUP, Ops.NOOP): return
     if op in (Ops.STACK, Ops.GEP, Ops.WMMA) or (op in (Ops.CONST, Ops.LOAD) and u.dtype.count > 1): return self.render_vector(u)
+    if op is Ops.STORE and u.src[1].dtype.count > 1: return self.render_vector_store(u)
     if op is Ops.PARAM:
       if u not in r: raise NotImplementedError(f"PARAM with addrspace {u.arg.addrspace} is not supported by the PTX renderer")
       return
@@ -351,22 +352,73 @@ class _PTXWriter:
     if buf.op is Ops.BUFFER and buf.arg.addrspace is AddrSpace.REG and s in _SMALL_FLOATS: return 4 * buf.dtype.count
     return (1 if s == dtypes.bool else s.itemsize) * buf.dtype.count
 
-  # *** vectors: only a WMMA's fragments and its accumulator (a REG buffer of float32 vectors); a vector is a list of registers ***
+  # *** vectors (what tg_cuda.devectorize keeps): a vector is a list of registers, one per lane. A REG buffer of vectors (a
+  # vector reduction's or a WMMA's accumulator) is read and written lane by lane; a global one moves with one ld/st.v<n>
+  # where the address is aligned to its size (tested at run time: a buffer may be a view at any offset), else lane by lane ***
   def render_vector(self, u: UOp) -> None:
     op, r = u.op, self.r
     if op is Ops.STACK: self.vr[u] = [r[s] for s in u.src]
     elif op is Ops.GEP: r[u] = self.vr[u.src[0]][u.arg[0]]
     elif op is Ops.CONST:
-      if _scalar(u.dtype) != dtypes.float32: raise NotImplementedError(f"the PTX renderer has no vector constant of {u.dtype}")
-      self.vr[u] = [self.new("f") for _ in range(u.dtype.count)]
-      self.ins(*[f"mov.f32 {d}, {imm(u.arg, dtypes.float32)}" for d in self.vr[u]])
-    elif op is Ops.LOAD:
-      space, buf = self._buf(u.src[0])
-      if _scalar(u.dtype) != dtypes.float32 or space != "local" or len(u.src) != 1 or len(u.src[0].src) != 2:
-        raise NotImplementedError(f"the PTX renderer loads vectors of float32 from REG buffers only, got {u.dtype} from {space}")
-      self.vr[u] = [self.new("f") for _ in range(u.dtype.count)]
-      self.ins(f"ld.local.v{u.dtype.count}.f32 {{{', '.join(self.vr[u])}}}, [{r[u.src[0]]}]")
+      d = self.vr[u] = [self.new(kind(u.dtype.scalar())) for _ in range(u.dtype.count)]
+      vals = u.arg if isinstance(u.arg, tuple) else (u.arg,) * u.dtype.count
+      if kind(u.dtype.scalar()) == "p": raise NotImplementedError("the PTX renderer has no vector constant of bools (tg_cuda.devectorize splits them)")
+      self.ins(*[f"mov.{'b' + atype(u.dtype)[1:] if not _is_float(u.dtype) else atype(u.dtype)} {x}, {imm(v, u.dtype)}" for x, v in zip(d, vals)])
+    elif op is Ops.LOAD: self.render_vector_load(u)
     else: self.render_wmma(u)
+
+  def _vector_access(self, space: str, addr: str, n: int, size: int, mt: str, regs: list[str], load: bool) -> None:
+    one = (lambda x, a: f"ld.{space}.{mt} {x}, [{a}]") if load else (lambda x, a: f"st.{space}.{mt} [{a}], {x}")
+    lanes = [one(x, f"{addr}+{i * size}" if i else addr) for i, x in enumerate(regs)]
+    if space != "global":
+      self.ins(*lanes)
+      return
+    t, p = self.new("rd"), self.new("p")
+    grp = "{" + ", ".join(regs) + "}"
+    self.ins(f"and.b64 {t}, {addr}, {n * size - 1}", f"setp.eq.u64 {p}, {t}, 0",
+             f"@{p} ld.{space}.v{n}.{mt} {grp}, [{addr}]" if load else f"@{p} st.{space}.v{n}.{mt} [{addr}], {grp}", *[f"@!{p} {x}" for x in lanes])
+
+  def render_vector_load(self, u: UOp) -> None:
+    idx = u.src[0]
+    space, buf = self._buf(idx)
+    if len(u.src) != 1 or len(idx.src) != 2: raise NotImplementedError("the PTX renderer has no gated vector loads (tg_cuda.devectorize splits them)")
+    reg, s, n = space == "local", _scalar(u.dtype), u.dtype.count
+    k = kind(s)
+    if reg and k == "f": rk, mt = "f", "f32"
+    elif k in ("p", "r") or s == dtypes.bfloat16: rk, mt = "r", mtype(s)
+    elif s == dtypes.float16: rk, mt = "h", "b16"
+    else: rk, mt = k, mtype(s)
+    raws = [self.new(rk) for _ in range(n)]
+    self._vector_access(space, self.r[idx], n, self.elem_size(buf) // buf.dtype.count if reg else self.elem_size(buf), mt, raws, True)
+    vals = []
+    for raw in raws:
+      if k == "p":
+        vals.append(self.new("p"))
+        self.ins(f"setp.ne.u32 {vals[-1]}, {raw}, 0")
+      elif reg or k != "f" or s == dtypes.float32: vals.append(raw)
+      elif s == dtypes.float16:
+        vals.append(self.new("f"))
+        self.ins(f"cvt.f32.f16 {vals[-1]}, {raw}")
+      else: vals.append(self.from_bits(raw, s))
+    self.vr[u] = vals
+
+  def render_vector_store(self, u: UOp) -> None:
+    idx = u.src[0]
+    space, buf = self._buf(idx)
+    if len(u.src) != 2 or len(idx.src) != 2: raise NotImplementedError("the PTX renderer has no gated vector stores (tg_cuda.devectorize splits them)")
+    reg, dt, n = space == "local", u.src[1].dtype.scalar(), u.src[1].dtype.count
+    raws, k = [], kind(dt)
+    for v in self.vr[u.src[1]]:
+      if k == "p": v, mt = self.bits_of(v, dt), "u8"
+      elif reg and k == "f": mt = "f32"
+      elif dt == dtypes.float16:
+        h = self.new("h")
+        self.ins(f"cvt.rn.f16.f32 {h}, {v}")
+        v, mt = h, "b16"
+      elif dt == dtypes.bfloat16: v, mt = self.f2bf(v), "u16"
+      else: mt = mtype(dt)
+      raws.append(v)
+    self._vector_access(space, self.r[idx], n, self.elem_size(buf) // buf.dtype.count if reg else self.elem_size(buf), mt, raws, False)
 
   def render_wmma(self, u: UOp) -> None:
     """mma.sync on the fragments: A's and B's 16-bit elements packed two to a .b32 register (low half first)."""
@@ -579,9 +631,6 @@ class _PTXWriter:
     gate = self._gate(self._gates(u))
     pre = f"@{gate} " if gate else ""
     reg = buf.op is Ops.BUFFER and buf.arg.addrspace is AddrSpace.REG
-    if u.src[1].dtype.count > 1:  # a WMMA accumulator into its REG buffer
-      self.ins(f"st.{space}.v{u.src[1].dtype.count}.f32 [{self.r[idx]}], {{{', '.join(self.vr[u.src[1]])}}}")
-      return
     v, dt = self.r[u.src[1]], u.src[1].dtype
     s, k = _scalar(dt), kind(dt)
     if k == "p": v, mt = self.bits_of(v, dt), "u8"
