@@ -129,3 +129,13 @@ def test_tc_opt_errors():
   # TC goes first: after an UPCAST the ranges are no longer the matmul's
   up = apply_opt(ast, Opt(OptOps.UPCAST, 0, 2))
   with pytest.raises(KernelOptError, match="first"): apply_opt(up, Opt(OptOps.TC, None, 0), caps)
+
+def test_fragment_layout_is_checked():
+  """A TensorCore layout must place every element of each tile exactly once (here A's element bits 1 and 2 both step 8 rows)."""
+  from tg_core.device import TensorCore
+  from tg_cuda.renderer import MMA_LAYOUT
+  assert TensorCore((16, 8, 16), dtypes.float16, dtypes.float32, 32, MMA_LAYOUT).fragment_size(0) == 8
+  lanes, _ = MMA_LAYOUT[0]
+  with pytest.raises(ValueError, match="exactly once"):
+    TensorCore((16, 8, 16), dtypes.float16, dtypes.float32, 32, ((lanes, ((0, 1), (8, 0), (8, 0))), *MMA_LAYOUT[1:]))
+  with pytest.raises(ValueError, match="lane bits"): TensorCore((16, 8, 16), dtypes.float16, dtypes.float32, 16, MMA_LAYOUT)
