@@ -6,7 +6,9 @@ results are bit-identical to it; the conversions are single PTX `cvt`s (inline a
 division by zero, INT_MIN / -1, shifts by the width or more and float -> int conversions of NaN/inf/out-of-range values
 give the reference's values instead of C's undefined behaviour; float MAX propagates NaN like numpy.maximum.
 
-Launch contract with `tg_cuda.runtime`: the parameters are the variables (int32) then a pointer per buffer slot;
+A pass over the program is a table `Ops -> template` (`_UOP_TEMPLATES`; ALU ops: `_FLOAT_ALU`, `_INT_ALU`, `_BOOL_ALU`).
+Vectors appear only as WMMA fragments/accumulators and 4/8/16-byte memory accesses (tg_cuda.devectorize splits the rest):
+`tg_vec<T, n>` structs. Launch contract with `tg_cuda.runtime`: the parameters are the variables (int32) then a pointer per buffer slot;
 gidx<i> / lidx<i> are grid / block dim i (x, y, z). A kernel without lidx
 computes gidx0 from blockIdx.x * blockDim.x + threadIdx.x with a bounds guard and declares `__launch_bounds__(FLAT_BLOCK)`:
 the runtime reads `.maxntid` from the PTX and launches blocks of that many threads (kernels with lidx declare their block)."""
@@ -144,52 +146,65 @@ def _wrap_int(expr: Callable[[str, str], str], dt: DType, a: str, b: str) -> str
 
 _MATH = {Ops.EXP2: ("exp2f", "exp2"), Ops.LOG2: ("log2f", "log2"), Ops.SIN: ("sinf", "sin"), Ops.SQRT: ("sqrtf", "sqrt"), Ops.TRUNC: ("truncf", "trunc")}
 
+# ALU templates: operands `s` (rendered), then for floats whether it is float64 (the result is rounded to a small float's
+# precision after), for integers the result dtype; bool ops are C's logical ones
+Template = Callable[..., str]
+_CMP = {Ops.CMPLT: "<", Ops.CMPNE: "!=", Ops.CMPEQ: "=="}
+def _bool_infix(c: str) -> Template: return lambda s: f"({s[0]} {c} {s[1]})"
+def _float_infix(c: str) -> Template: return lambda s, f64: f"({s[0]} {c} {s[1]})"
+def _math(fn: tuple[str, str]) -> Template: return lambda s, f64: f"{fn[1 if f64 else 0]}({s[0]})"
+def _int_bitop(c: str) -> Template: return lambda dt, s: f"({ctype(dt)})({s[0]} {c} {s[1]})"
+_BOOL_ALU: dict[Ops, Template] = {
+  **{op: _bool_infix(c) for op, c in {Ops.ADD: "||", Ops.MAX: "||", Ops.MUL: "&&", Ops.SUB: "!=", Ops.AND: "&&", Ops.OR: "||", Ops.XOR: "!="}.items()},
+  Ops.NEG: lambda s: f"(!{s[0]})", Ops.MULACC: lambda s: f"(({s[0]} && {s[1]}) || {s[2]})",
+}
+_FLOAT_ALU: dict[Ops, Template] = {
+  **{op: _float_infix(c) for op, c in {Ops.ADD: "+", Ops.SUB: "-", Ops.MUL: "*", Ops.FDIV: "/"}.items()},
+  Ops.MAX: lambda s, f64: f"(({s[0]} > {s[1]} || {s[0]} != {s[0]}) ? {s[0]} : {s[1]})",  # NaN in either gives NaN, as numpy.maximum
+  Ops.MULACC: lambda s, f64: f"(({s[0]} * {s[1]}) + {s[2]})",  # two roundings as the reference (NVRTC runs with --fmad=false)
+  Ops.NEG: lambda s, f64: f"(-{s[0]})", Ops.RECIPROCAL: lambda s, f64: f"({'1.0' if f64 else '1.0f'} / {s[0]})",
+  Ops.POW: lambda s, f64: f"{'pow' if f64 else 'powf'}({s[0]}, {s[1]})",
+  **{op: _math(fn) for op, fn in _MATH.items()},
+}
+
+def _shift(op: Ops) -> Template:
+  def f(dt: DType, s: list[str]) -> str:
+    t = ctype(dt)
+    w, u = _bits(dt), _UNSIGNED_OF.get(t, t)
+    amt = f"(unsigned long long)({t})({s[1]})"  # the amount in a's dtype, as the reference; >= width shifts all out
+    if op is Ops.SHL: return f"({amt} >= {w} ? ({t})0 : ({t})(({u}){s[0]} << {amt}))"
+    fill = f"({t})0" if _is_unsigned(dt) else f"({t})({s[0]} < 0 ? -1 : 0)"
+    return f"({amt} >= {w} ? {fill} : ({t})({s[0]} >> {amt}))"
+  return f
+
+def _threefry(dt: DType, s: list[str]) -> str:
+  if _scalar(dt) != dtypes.uint64: raise NotImplementedError(f"THREEFRY on {dt}")
+  return f"tg_threefry({s[0]}, {s[1]})"
+
+def _mul(x: str, y: str) -> str: return f"{x} * {y}"
+def _add(x: str, y: str) -> str: return f"{x} + {y}"
+_INT_ALU: dict[Ops, Template] = {
+  Ops.ADD: lambda dt, s: _wrap_int(_add, dt, s[0], s[1]), Ops.SUB: lambda dt, s: _wrap_int(lambda x, y: f"{x} - {y}", dt, s[0], s[1]),
+  Ops.MUL: lambda dt, s: _wrap_int(_mul, dt, s[0], s[1]),
+  Ops.MULACC: lambda dt, s: _wrap_int(_add, dt, _wrap_int(_mul, dt, s[0], s[1]), s[2]),
+  Ops.NEG: lambda dt, s: _wrap_int(lambda x, y: f"{x} - {y}", dt, f"({ctype(dt)})0", s[0]),
+  Ops.IDIV: lambda dt, s: f"tg_{'u' if _is_unsigned(dt) else 's'}div<{ctype(dt)}>({s[0]}, {s[1]})",
+  Ops.MOD: lambda dt, s: f"tg_{'u' if _is_unsigned(dt) else 's'}mod<{ctype(dt)}>({s[0]}, {s[1]})",
+  Ops.MAX: lambda dt, s: f"({s[0]} > {s[1]} ? {s[0]} : {s[1]})",
+  **{op: _int_bitop(c) for op, c in {Ops.AND: "&", Ops.OR: "|", Ops.XOR: "^"}.items()},
+  Ops.SHL: _shift(Ops.SHL), Ops.SHR: _shift(Ops.SHR), Ops.TRUNC: lambda dt, s: s[0], Ops.THREEFRY: _threefry,
+}
+
 def render_alu(op: Ops, dt: DType, src: list[str], sdt: DType) -> str:
   """The C expression of ALU op `op` (result dtype `dt`, first operand's dtype `sdt`) on rendered operands `src`."""
-  a = src[0]
-  isf, t = _is_float(sdt), ctype(dt)
-  f64 = _scalar(dt) == dtypes.float64
-  if op in GroupOp.Comparison: return f"({a} {({Ops.CMPLT: '<', Ops.CMPNE: '!=', Ops.CMPEQ: '=='})[op]} {src[1]})"
-  if op is Ops.WHERE: return f"({a} ? {src[1]} : {src[2]})"
-  if _scalar(dt) == dtypes.bool:
-    bool_ops = {Ops.ADD: "||", Ops.MAX: "||", Ops.MUL: "&&", Ops.SUB: "!=", Ops.AND: "&&", Ops.OR: "||", Ops.XOR: "!="}
-    if op in bool_ops: return f"({a} {bool_ops[op]} {src[1]})"
-    if op is Ops.NEG: return f"(!{a})"
-    if op is Ops.MULACC: return f"(({a} && {src[1]}) || {src[2]})"
-  if isf:
-    match op:
-      case Ops.ADD | Ops.SUB | Ops.MUL | Ops.FDIV: r = f"({a} {({Ops.ADD: '+', Ops.SUB: '-', Ops.MUL: '*', Ops.FDIV: '/'})[op]} {src[1]})"
-      case Ops.MAX: r = f"(({a} > {src[1]} || {a} != {a}) ? {a} : {src[1]})"  # NaN in either gives NaN, as numpy.maximum
-      case Ops.MULACC: r = f"(({a} * {src[1]}) + {src[2]})"  # two roundings as the reference (NVRTC runs with --fmad=false)
-      case Ops.NEG: r = f"(-{a})"
-      case Ops.RECIPROCAL: r = f"({'1.0' if f64 else '1.0f'} / {a})"
-      case Ops.POW: r = f"{'pow' if f64 else 'powf'}({a}, {src[1]})"
-      case _ if op in _MATH: r = f"{_MATH[op][1 if f64 else 0]}({a})"
-      case _: raise NotImplementedError(f"the CUDA renderer can't render {op} on {dt}")
-    return _round(r, dt)
-  # integers
-  unsigned = _is_unsigned(dt)
-  match op:
-    case Ops.ADD: return _wrap_int(lambda x, y: f"{x} + {y}", dt, a, src[1])
-    case Ops.SUB: return _wrap_int(lambda x, y: f"{x} - {y}", dt, a, src[1])
-    case Ops.MUL: return _wrap_int(lambda x, y: f"{x} * {y}", dt, a, src[1])
-    case Ops.MULACC: return _wrap_int(lambda x, y: f"{x} + {y}", dt, _wrap_int(lambda x, y: f"{x} * {y}", dt, a, src[1]), src[2])
-    case Ops.NEG: return _wrap_int(lambda x, y: f"{x} - {y}", dt, f"({t})0", a)
-    case Ops.IDIV: return f"tg_{'u' if unsigned else 's'}div<{t}>({a}, {src[1]})"
-    case Ops.MOD: return f"tg_{'u' if unsigned else 's'}mod<{t}>({a}, {src[1]})"
-    case Ops.MAX: return f"({a} > {src[1]} ? {a} : {src[1]})"
-    case Ops.AND | Ops.OR | Ops.XOR: return f"({t})({a} {({Ops.AND: '&', Ops.OR: '|', Ops.XOR: '^'})[op]} {src[1]})"
-    case Ops.SHL | Ops.SHR:
-      w, u = _bits(dt), _UNSIGNED_OF.get(t, t)
-      amt = f"(unsigned long long)({ctype(dt)})({src[1]})"  # the amount in a's dtype, as the reference; >= width shifts all out
-      if op is Ops.SHL: return f"({amt} >= {w} ? ({t})0 : ({t})(({u}){a} << {amt}))"
-      fill = f"({t})0" if unsigned else f"({t})({a} < 0 ? -1 : 0)"
-      return f"({amt} >= {w} ? {fill} : ({t})({a} >> {amt}))"
-    case Ops.TRUNC: return a
-    case Ops.THREEFRY:
-      if _scalar(dt) != dtypes.uint64: raise NotImplementedError(f"THREEFRY on {dt}")
-      return f"tg_threefry({a}, {src[1]})"
-  raise NotImplementedError(f"the CUDA renderer can't render {op} on {dt}")
+  if op in _CMP: return f"({src[0]} {_CMP[op]} {src[1]})"
+  if op is Ops.WHERE: return f"({src[0]} ? {src[1]} : {src[2]})"
+  if _scalar(dt) == dtypes.bool and op in _BOOL_ALU: return _BOOL_ALU[op](src)
+  if _is_float(sdt):
+    if op not in _FLOAT_ALU: raise NotImplementedError(f"the CUDA renderer can't render {op} on {dt}")
+    return _round(_FLOAT_ALU[op](src, _scalar(dt) == dtypes.float64), dt)
+  if op not in _INT_ALU: raise NotImplementedError(f"the CUDA renderer can't render {op} on {dt}")
+  return _INT_ALU[op](dt, src)
 
 def render_cast(v: str, src: DType, dst: DType) -> str:
   """CAST with the reference's semantics (tg_core.runtime.ops_python._cast)."""
@@ -324,75 +339,61 @@ class _KernelWriter:
     return u
 
   def render_uop(self, u: UOp) -> None:
-    op, r = u.op, self.r
-    if op in (Ops.SINK, Ops.GROUP, Ops.NOOP): return
-    if op is Ops.PARAM:
-      if u not in r: raise NotImplementedError(f"PARAM with addrspace {u.arg.addrspace} is not supported by the CUDA renderer")
-      return
-    if op is Ops.BUFFER:
-      name = self.var("reg" if u.arg.addrspace is AddrSpace.REG else "smem")
-      shared = "__shared__ " if u.arg.addrspace is AddrSpace.LOCAL else ""
-      self.top.append(f"  {shared}{ctype(u.dtype) if not shared else storage_type(u.dtype)} {name}[{max(u.arg.size or 1, 1)}];")
-      r[u] = name
-      return
-    if op is Ops.AFTER:
-      r[u] = r[u.src[0]]
-      return
-    if op is Ops.CONST:
-      r[u] = cconst(u.arg, u.dtype) if u.dtype.count == 1 else f"{ctype(u.dtype)}{{{{{', '.join([cconst(u.arg, u.dtype)] * u.dtype.count)}}}}}"
-      return
-    if op is Ops.STACK:  # (a WMMA operand fragment is packed from its elements where the WMMA is)
-      self.stacks[u] = [r[s] for s in u.src]
-      return self.define(u, f"{ctype(u.dtype)}{{{{{', '.join(self.stacks[u])}}}}}")
-    if op is Ops.GEP:
-      r[u] = f"{r[u.src[0]]}.v[{u.arg[0]}]"
-      return
-    if op is Ops.WMMA: return self.render_wmma(u)
-    if op is Ops.SPECIAL:
-      dim = int(u.arg[-1])
-      xyz = "xyz"[dim]
-      if u.arg.startswith("lidx"): expr = f"threadIdx.{xyz}"
-      elif not self.has_local and dim == 0: expr = "(blockIdx.x * blockDim.x + threadIdx.x)"
-      else: expr = f"blockIdx.{xyz}"
-      self.define(u, f"({ctype(u.dtype)}){expr}", name=u.arg)  # SPECIAL names are unique in a kernel
-      if not self.has_local and u.arg == "gidx0": self.emit(f"if ({r[u]} >= {r[u.src[0]]}) return;")
-      return
-    if op is Ops.INDEX:
-      if len(u.src) > 3: raise NotImplementedError("the CUDA renderer supports INDEX(buf, idx[, gate]) only")
-      r[u] = f"{r[u.src[0]]}[{r[u.src[1]]}]"
-      return
-    if op is Ops.LOAD: return self.render_load(u)
-    if op is Ops.STORE: return self.render_store(u)
-    if op is Ops.RANGE:
-      name = self.var("ridx")
-      self.emit(f"for ({ctype(u.dtype)} {name} = 0; {name} < {r[u.src[0]]}; {name}++) {{")
-      self.depth += 1
-      r[u] = name
-      return
-    if op is Ops.END:
-      for _ in [s for s in u.src[1:] if s.op is Ops.RANGE]:
-        self.depth -= 1
-        self.emit("}")
-      return
-    if op is Ops.IF:
-      self.emit(f"if ({r[u.src[0]]}) {{")
-      self.depth += 1
-      return
-    if op is Ops.ENDIF:
-      self.depth -= 1
-      self.emit("}")
-      return
-    if op is Ops.BARRIER:
-      self.emit("__syncthreads();")
-      return
-    if op is Ops.CAST: return self.define(u, render_cast(r[u.src[0]], u.src[0].dtype, u.dtype))
-    if op is Ops.BITCAST: return self.define(u, render_bitcast(r[u.src[0]], u.src[0].dtype, u.dtype))
-    if op is Ops.ADD and u in self.contract:  # an accumulator update a*b + c: one fma (see _contractible)
-      m, c = (u.src[0], u.src[1]) if u.src[0].op is Ops.MUL else (u.src[1], u.src[0])
-      fma = "fma" if _scalar(u.dtype) == dtypes.float64 else "fmaf"
-      return self.define(u, _round(f"{fma}({r[m.src[0]]}, {r[m.src[1]]}, {r[c]})", u.dtype))
-    if op in GroupOp.ALU: return self.define(u, render_alu(op, u.dtype, [r[s] for s in u.src], u.src[0].dtype))
-    raise NotImplementedError(f"the CUDA renderer can't render {op}")
+    if u.op is Ops.ADD and u in self.contract: return self.render_fma(u)
+    if u.op in GroupOp.ALU: return self.define(u, render_alu(u.op, u.dtype, [self.r[s] for s in u.src], u.src[0].dtype))
+    if (template := _UOP_TEMPLATES.get(u.op)) is None: raise NotImplementedError(f"the CUDA renderer can't render {u.op}")
+    template(self, u)
+
+  # *** the templates of _UOP_TEMPLATES that take more than a line ***
+  def alias(self, u: UOp, expr: str) -> None: self.r[u] = expr
+  def open_block(self, line: str) -> None:
+    self.emit(line)
+    self.depth += 1
+  def close_block(self) -> None:
+    self.depth -= 1
+    self.emit("}")
+
+  def render_param(self, u: UOp) -> None:
+    if u not in self.r: raise NotImplementedError(f"PARAM with addrspace {u.arg.addrspace} is not supported by the CUDA renderer")
+
+  def render_buffer(self, u: UOp) -> None:
+    name = self.var("reg" if u.arg.addrspace is AddrSpace.REG else "smem")
+    shared = "__shared__ " if u.arg.addrspace is AddrSpace.LOCAL else ""
+    self.top.append(f"  {shared}{ctype(u.dtype) if not shared else storage_type(u.dtype)} {name}[{max(u.arg.size or 1, 1)}];")
+    self.r[u] = name
+
+  def render_const(self, u: UOp) -> None:
+    self.r[u] = cconst(u.arg, u.dtype) if u.dtype.count == 1 else f"{ctype(u.dtype)}{{{{{', '.join([cconst(u.arg, u.dtype)] * u.dtype.count)}}}}}"
+
+  def render_stack(self, u: UOp) -> None:  # (a WMMA operand fragment is packed from its elements where the WMMA is)
+    self.stacks[u] = [self.r[s] for s in u.src]
+    self.define(u, f"{ctype(u.dtype)}{{{{{', '.join(self.stacks[u])}}}}}")
+
+  def render_special(self, u: UOp) -> None:
+    dim = int(u.arg[-1])
+    xyz = "xyz"[dim]
+    if u.arg.startswith("lidx"): expr = f"threadIdx.{xyz}"
+    elif not self.has_local and dim == 0: expr = "(blockIdx.x * blockDim.x + threadIdx.x)"
+    else: expr = f"blockIdx.{xyz}"
+    self.define(u, f"({ctype(u.dtype)}){expr}", name=u.arg)  # SPECIAL names are unique in a kernel
+    if not self.has_local and u.arg == "gidx0": self.emit(f"if ({self.r[u]} >= {self.r[u.src[0]]}) return;")
+
+  def render_index(self, u: UOp) -> None:
+    if len(u.src) > 3: raise NotImplementedError("the CUDA renderer supports INDEX(buf, idx[, gate]) only")
+    self.r[u] = f"{self.r[u.src[0]]}[{self.r[u.src[1]]}]"
+
+  def render_range(self, u: UOp) -> None:
+    name = self.var("ridx")
+    self.open_block(f"for ({ctype(u.dtype)} {name} = 0; {name} < {self.r[u.src[0]]}; {name}++) {{")
+    self.r[u] = name
+
+  def render_end(self, u: UOp) -> None:
+    for _ in [s for s in u.src[1:] if s.op is Ops.RANGE]: self.close_block()
+
+  def render_fma(self, u: UOp) -> None:  # an accumulator update a*b + c: one fma (see _contractible)
+    m, c = (u.src[0], u.src[1]) if u.src[0].op is Ops.MUL else (u.src[1], u.src[0])
+    fma = "fma" if _scalar(u.dtype) == dtypes.float64 else "fmaf"
+    self.define(u, _round(f"{fma}({self.r[m.src[0]]}, {self.r[m.src[1]]}, {self.r[c]})", u.dtype))
 
   def render_wmma(self, u: UOp) -> None:
     """mma.sync on the fragments: A's and B's 16-bit elements packed two to a .b32 register (low half first), C's floats in place."""
@@ -446,5 +447,19 @@ class _KernelWriter:
     val = self.r[u.src[1]] if self._is_reg(idx) else store_value(self.r[u.src[1]], u.src[1].dtype)
     st = f"{self.r[idx]} = {val};"
     self.emit(f"if ({' && '.join(gates)}) {st}" if gates else st)
+
+# how each op that isn't ALU is rendered (ALU: render_alu; the accumulator fma: render_fma)
+_UOP_TEMPLATES: dict[Ops, Callable[[_KernelWriter, UOp], None]] = {
+  Ops.SINK: lambda w, u: None, Ops.GROUP: lambda w, u: None, Ops.NOOP: lambda w, u: None,
+  Ops.PARAM: _KernelWriter.render_param, Ops.BUFFER: _KernelWriter.render_buffer, Ops.AFTER: lambda w, u: w.alias(u, w.r[u.src[0]]),
+  Ops.CONST: _KernelWriter.render_const, Ops.STACK: _KernelWriter.render_stack, Ops.GEP: lambda w, u: w.alias(u, f"{w.r[u.src[0]]}.v[{u.arg[0]}]"),
+  Ops.WMMA: _KernelWriter.render_wmma, Ops.SPECIAL: _KernelWriter.render_special, Ops.INDEX: _KernelWriter.render_index,
+  Ops.LOAD: _KernelWriter.render_load, Ops.STORE: _KernelWriter.render_store,
+  Ops.RANGE: _KernelWriter.render_range, Ops.END: _KernelWriter.render_end,
+  Ops.IF: lambda w, u: w.open_block(f"if ({w.r[u.src[0]]}) {{"), Ops.ENDIF: lambda w, u: w.close_block(),
+  Ops.BARRIER: lambda w, u: w.emit("__syncthreads();"),
+  Ops.CAST: lambda w, u: w.define(u, render_cast(w.r[u.src[0]], u.src[0].dtype, u.dtype)),
+  Ops.BITCAST: lambda w, u: w.define(u, render_bitcast(w.r[u.src[0]], u.src[0].dtype, u.dtype)),
+}
 
 __all__ = ["CUDARenderer", "FLAT_BLOCK", "ARCHS"]
