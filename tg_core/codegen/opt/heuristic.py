@@ -78,7 +78,7 @@ def hand_coded_optimizations(ast: UOp, caps: RendererCaps | None = None) -> list
 
 def _apply_tc(ast: UOp, caps: RendererCaps) -> list[Opt] | None:
   """A matmul the target has a tensor core for (the first of caps.tensor_cores that applies, see codegen/opt/tc.py) runs on
-  it; None when none applies (no tensor cores, not a matmul, sizes that don't divide the tile)."""
+  it; None when none applies (no tensor cores, not a matmul of its dtypes, a dimension smaller than its tile)."""
   if not caps.has_local: return None
   for i in range(len(caps.tensor_cores)):
     try:
