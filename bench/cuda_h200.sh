@@ -18,3 +18,5 @@ echo "== conformance kit, DEV=CUDA:PTX (the PTX renderer, JIT-compiled by the dr
 DEV=CUDA:PTX timeout 300 python -m pytest -q -p no:cacheprovider -rs --pyargs tg_core.testing --tg-device=CUDA:PTX --tg-strict-renderer 2>&1 | tail -15
 echo "== matmul vs cuBLAS"
 DEV=CUDA timeout 240 python bench/cuda_matmul.py --sizes 4096 8192 --runs 3
+echo "== tensor-core matmul (the TC opt's mma.sync) from the PTX renderer, vs cuBLAS"
+DEV=CUDA:PTX timeout 180 python bench/cuda_matmul.py --sizes 4096 8192 --dtypes float16 bfloat16 --runs 3

@@ -98,7 +98,7 @@ def full_rewrite_to_sink(ast: UOp, ren: Renderer, opts: list[Opt] | None = None)
   against spec_program."""
   sink = graph_rewrite(ast, _symbolic(), name="simplify kernel")
   sink = graph_rewrite(sink, pm_index_given_valid, name="index given valid")
-  sink = apply_opts(sink, check_opts(choose_opts(sink, ren) if opts is None else opts, ren))
+  sink = apply_opts(sink, check_opts(choose_opts(sink, ren) if opts is None else opts, ren), ren.caps)
   sink = expand_upcasts(sink, _vector_dtypes(ren))
   sink = add_gpudims(sink, ren.caps.global_max if ren.caps.has_grid else None)
   sink = graph_rewrite(sink, pm_lower_reduce, ctx=ReduceContext(_native_reduce_filter(sink, ren)), name="lower reduce")

@@ -61,6 +61,8 @@ def lower_reduce(ctx: ReduceContext, red: UOp) -> UOp | None:
   cur = acc.after(init, *rngs).index(zero)
   old = cur.load()
   new = UOp(op, red.dtype, (old, inp)) if op is not Ops.MAX else old.maximum(inp) if not dtypes.is_float(red.dtype) else _float_max(old, inp)
+  # a sum of WMMA(a, b, 0) (the TC opt's) accumulates in the instruction: WMMA(a, b, acc)
+  if op is Ops.ADD and inp.op is Ops.WMMA and inp.src[2].op is Ops.CONST and inp.src[2].arg == 0: new = inp.replace(src=(*inp.src[:2], old))
   upd = cur.store(new)
   for r in reversed(rngs): upd = UOp(Ops.END, dtypes.void, (upd, r))
   return acc.after(upd).index(zero).load()

@@ -15,19 +15,44 @@ if TYPE_CHECKING:
 
 def _all_storage_dtypes() -> frozenset[DType]: return frozenset(dt for dt in dtypes.fields().values() if not dtypes.is_weak(dt))
 
+# Where each lane keeps each element of one operand's fragment: (lane bits, element bits), bit b of the lane (of the element's
+# index in the lane's fragment) adding its (row, col) step to the element's position in the operand's tile. Tensor cores
+# place elements by bits of the lane id (PTX ISA "Matrix Fragments"), so this covers them; the fragment has 2^len(element bits) elements.
+FragmentLayout = tuple[tuple[tuple[int, int], ...], tuple[tuple[int, int], ...]]
+
 @dataclass(frozen=True)
 class TensorCore:
-  """One matrix-multiply-accumulate instruction: D(M,N) = A(M,K) @ B(K,N) + C(M,N), executed by `threads` lanes together."""
+  """One matrix-multiply-accumulate instruction: D(M,N) = A(M,K) @ B(K,N) + C(M,N), executed by `threads` lanes together.
+  `layout` (A's (m, k), B's (k, n), C's and D's (m, n) FragmentLayout) is what the TC opt needs to use it; () declares the
+  shape only."""
   dims: tuple[int, int, int]  # (M, N, K)
   dtype_in: DType             # the dtype of A and B
   dtype_out: DType            # the dtype of C and D (the accumulator)
   threads: int = 32           # lanes (a warp / wave) that execute one instruction together
+  layout: tuple[FragmentLayout, ...] = ()
   def __post_init__(self) -> None:
     if len(self.dims) != 3 or not all(isinstance(d, int) and d > 0 for d in self.dims):
       raise ValueError(f"TensorCore dims must be 3 positive ints (M, N, K), got {self.dims}")
     if not (isinstance(self.dtype_in, DType) and isinstance(self.dtype_out, DType)):
       raise ValueError(f"TensorCore dtype_in and dtype_out must be DTypes, got {self.dtype_in!r}, {self.dtype_out!r}")
     if not isinstance(self.threads, int) or self.threads <= 0: raise ValueError(f"TensorCore threads must be a positive int, got {self.threads}")
+    if self.layout: self._check_layout()
+
+  def _check_layout(self) -> None:
+    m, n, k = self.dims
+    if len(self.layout) != 3: raise ValueError(f"TensorCore layout must be 3 FragmentLayouts (A, B, C), got {len(self.layout)}")
+    if self.threads & (self.threads - 1): raise ValueError(f"TensorCore with a layout needs a power-of-2 thread count, got {self.threads}")
+    for name, (rows, cols), (lane_bits, elem_bits) in zip("ABC", ((m, k), (k, n), (m, n)), self.layout):
+      if len(lane_bits) != self.threads.bit_length() - 1:
+        raise ValueError(f"TensorCore layout of {name}: {len(lane_bits)} lane bits for {self.threads} threads (need {self.threads.bit_length() - 1})")
+      steps = (*lane_bits, *elem_bits)
+      pos = {(sum(r for b, (r, _) in enumerate(steps) if i >> b & 1), sum(c for b, (_, c) in enumerate(steps) if i >> b & 1)) for i in range(1 << len(steps))}
+      if len(pos) != rows * cols or any(not (0 <= r < rows and 0 <= c < cols) for r, c in pos):
+        raise ValueError(f"TensorCore layout of {name} doesn't place each element of its {rows}x{cols} tile exactly once")
+
+  def fragment_size(self, operand: int) -> int:
+    """Elements of operand 0 (A), 1 (B) or 2 (C/D) each lane holds."""
+    return 1 << len(self.layout[operand][1])
 
 @dataclass(frozen=True)
 class RendererCaps:
@@ -147,4 +172,4 @@ class Renderer:
     return cls.__name__.upper().removesuffix("RENDERER") or cls.__name__.upper()
   def __repr__(self) -> str: return f"<{type(self).__name__} device={self.device!r}>"
 
-__all__ = ["Renderer", "RendererCaps", "TensorCore", "RENDERER_CONTRACT"]
+__all__ = ["Renderer", "RendererCaps", "TensorCore", "FragmentLayout", "RENDERER_CONTRACT"]

@@ -257,6 +257,15 @@ def _reduce_ok(x: UOp) -> bool:
 def _bitcast_program_ok(x: UOp, y: UOp) -> bool:
   return x.dtype != dtypes.void and y.dtype != dtypes.void and x.dtype.scalar().bitsize * x.dtype.count == y.dtype.scalar().bitsize * y.dtype.count
 
+def _wmma_ok(x: UOp) -> bool:
+  """D = WMMA(A, B, C): D has C's dtype; with a TensorCore arg (the TC opt's) each operand is its fragment: dtype_in vectors of
+  A's and B's fragment sizes, C a dtype_out vector of C's."""
+  from tg_core.renderer import TensorCore
+  if x.dtype != x.src[2].dtype: return False
+  if not isinstance(tc := x.arg, TensorCore): return True
+  if not tc.layout: return False
+  return all(s.dtype == dt.vec(tc.fragment_size(i)) for i, (s, dt) in enumerate(zip(x.src, (tc.dtype_in, tc.dtype_in, tc.dtype_out))))
+
 spec_program = SpecMatcher([
   (UPat(Ops.INDEX, name="x"), _index_ok),
   (UPat(Ops.LOAD, name="x"), _load_ok),
@@ -276,7 +285,7 @@ spec_program = SpecMatcher([
   (UPat(Ops.BARRIER, dtypes.void), lambda: True),
   (UPat(Ops.SINK, dtypes.void, name="x"), lambda x: x.arg is None or isinstance(x.arg, KernelInfo)),
   (UPat(Ops.LINEAR, dtypes.void), lambda: True),
-  (UPat(Ops.WMMA, src=(UPat(), UPat(), UPat()), name="x"), lambda x: x.dtype == x.src[2].dtype),
+  (UPat(Ops.WMMA, src=(UPat(), UPat(), UPat()), name="x"), _wmma_ok),
   (UPat(Ops.INS), lambda: True),
 ], "spec_program") + spec_shared
 

@@ -23,11 +23,11 @@ from typing import Callable
 
 import numpy as np
 
-from tg_core.device import Renderer
+from tg_core.device import Renderer, TensorCore
 from tg_core.dtype import AddrSpace, DType, dtypes
 from tg_core.uop import GroupOp, Ops
 from tg_core.uop.ops import UOp
-from tg_cuda.renderer import ARCHS, FLAT_BLOCK, CUDARenderer, _contractible, _scalar
+from tg_cuda.renderer import ARCHS, FLAT_BLOCK, CUDARenderer, _contractible, _scalar, mma_instruction, tensor_cores_of
 
 # the lowest PTX ISA version that knows each arch (the driver JIT and ptxas accept any version up to their own)
 PTX_VERSION = {"sm_75": "7.0", "sm_80": "7.0", "sm_86": "7.1", "sm_87": "7.4", "sm_89": "7.8", "sm_90": "7.8", "sm_90a": "8.0", "sm_100": "8.6",
@@ -90,7 +90,7 @@ class PTXRenderer(Renderer):
 
   def select_arch(self, arch: str) -> None:
     from tg_cuda.compiler import PTXCompiler
-    self.caps = dataclasses.replace(self.caps, arch=arch)
+    self.caps = dataclasses.replace(self.caps, arch=arch, tensor_cores=tensor_cores_of(arch))
     self.compiler = PTXCompiler(arch, self._check)
 
   def render(self, uops: list[UOp]) -> str: return _PTXWriter(uops, self.caps.arch).render()
@@ -200,6 +200,7 @@ class _PTXWriter:
     self.loops: list[tuple[str, str, str, str]] = []  # (counter register, its type, top label, end label) of the open RANGEs
     self.ifs: list[str] = []
     self.space: dict[UOp, str] = {}  # buffer uop -> its state space (global, shared, local)
+    self.vr: dict[UOp, list[str]] = {}  # vector uop -> its registers
 
   def new(self, k: str) -> str:
     n = self.cnt[k]
@@ -272,6 +273,8 @@ class _PTXWriter:
   def render_uop(self, u: UOp) -> None:
     op, r = u.op, self.r
     if op in (Ops.SINK, Ops.GROUP, Ops.NOOP): return
+    if op in (Ops.STACK, Ops.GEP, Ops.WMMA) or (op in (Ops.CONST, Ops.LOAD) and u.dtype.count > 1): return self.render_vector(u)
+    if op is Ops.STORE and u.src[1].dtype.count > 1: return self.render_vector_store(u)
     if op is Ops.PARAM:
       if u not in r: raise NotImplementedError(f"PARAM with addrspace {u.arg.addrspace} is not supported by the PTX renderer")
       return
@@ -346,8 +349,98 @@ class _PTXWriter:
   def elem_size(self, buf: UOp) -> int:
     """Bytes per element of a buffer: its storage dtype (REG buffers hold the register value: small floats as f32, bool as u8)."""
     s = _scalar(buf.dtype)
-    if buf.op is Ops.BUFFER and buf.arg.addrspace is AddrSpace.REG and s in _SMALL_FLOATS: return 4
-    return 1 if s == dtypes.bool else s.itemsize
+    if buf.op is Ops.BUFFER and buf.arg.addrspace is AddrSpace.REG and s in _SMALL_FLOATS: return 4 * buf.dtype.count
+    return (1 if s == dtypes.bool else s.itemsize) * buf.dtype.count
+
+  # *** vectors (what tg_cuda.devectorize keeps): a vector is a list of registers, one per lane. A REG buffer of vectors (a
+  # vector reduction's or a WMMA's accumulator) is read and written lane by lane; a global one moves with one ld/st.v<n>
+  # where the address is aligned to its size (tested at run time: a buffer may be a view at any offset), else lane by lane ***
+  def render_vector(self, u: UOp) -> None:
+    op, r = u.op, self.r
+    if op is Ops.STACK: self.vr[u] = [r[s] for s in u.src]
+    elif op is Ops.GEP: r[u] = self.vr[u.src[0]][u.arg[0]]
+    elif op is Ops.CONST:
+      d = self.vr[u] = [self.new(kind(u.dtype.scalar())) for _ in range(u.dtype.count)]
+      vals = u.arg if isinstance(u.arg, tuple) else (u.arg,) * u.dtype.count
+      if kind(u.dtype.scalar()) == "p": raise NotImplementedError("the PTX renderer has no vector constant of bools (tg_cuda.devectorize splits them)")
+      self.ins(*[f"mov.{'b' + atype(u.dtype)[1:] if not _is_float(u.dtype) else atype(u.dtype)} {x}, {imm(v, u.dtype)}" for x, v in zip(d, vals)])
+    elif op is Ops.LOAD: self.render_vector_load(u)
+    else: self.render_wmma(u)
+
+  def _vector_access(self, space: str, addr: str, n: int, size: int, mt: str, regs: list[str], load: bool) -> None:
+    one = (lambda x, a: f"ld.{space}.{mt} {x}, [{a}]") if load else (lambda x, a: f"st.{space}.{mt} [{a}], {x}")
+    lanes = [one(x, f"{addr}+{i * size}" if i else addr) for i, x in enumerate(regs)]
+    if space != "global":
+      self.ins(*lanes)
+      return
+    t, p = self.new("rd"), self.new("p")
+    grp = "{" + ", ".join(regs) + "}"
+    self.ins(f"and.b64 {t}, {addr}, {n * size - 1}", f"setp.eq.u64 {p}, {t}, 0",
+             f"@{p} ld.{space}.v{n}.{mt} {grp}, [{addr}]" if load else f"@{p} st.{space}.v{n}.{mt} [{addr}], {grp}", *[f"@!{p} {x}" for x in lanes])
+
+  def render_vector_load(self, u: UOp) -> None:
+    idx = u.src[0]
+    space, buf = self._buf(idx)
+    if len(u.src) != 1 or len(idx.src) != 2: raise NotImplementedError("the PTX renderer has no gated vector loads (tg_cuda.devectorize splits them)")
+    reg, s, n = space == "local", _scalar(u.dtype), u.dtype.count
+    k = kind(s)
+    if reg and k == "f": rk, mt = "f", "f32"
+    elif k in ("p", "r") or s == dtypes.bfloat16: rk, mt = "r", mtype(s)
+    elif s == dtypes.float16: rk, mt = "h", "b16"
+    else: rk, mt = k, mtype(s)
+    raws = [self.new(rk) for _ in range(n)]
+    self._vector_access(space, self.r[idx], n, self.elem_size(buf) // buf.dtype.count if reg else self.elem_size(buf), mt, raws, True)
+    vals = []
+    for raw in raws:
+      if k == "p":
+        vals.append(self.new("p"))
+        self.ins(f"setp.ne.u32 {vals[-1]}, {raw}, 0")
+      elif reg or k != "f" or s == dtypes.float32: vals.append(raw)
+      elif s == dtypes.float16:
+        vals.append(self.new("f"))
+        self.ins(f"cvt.f32.f16 {vals[-1]}, {raw}")
+      else: vals.append(self.from_bits(raw, s))
+    self.vr[u] = vals
+
+  def render_vector_store(self, u: UOp) -> None:
+    idx = u.src[0]
+    space, buf = self._buf(idx)
+    if len(u.src) != 2 or len(idx.src) != 2: raise NotImplementedError("the PTX renderer has no gated vector stores (tg_cuda.devectorize splits them)")
+    reg, dt, n = space == "local", u.src[1].dtype.scalar(), u.src[1].dtype.count
+    raws, k = [], kind(dt)
+    for v in self.vr[u.src[1]]:
+      if k == "p": v, mt = self.bits_of(v, dt), "u8"
+      elif reg and k == "f": mt = "f32"
+      elif dt == dtypes.float16:
+        h = self.new("h")
+        self.ins(f"cvt.rn.f16.f32 {h}, {v}")
+        v, mt = h, "b16"
+      elif dt == dtypes.bfloat16: v, mt = self.f2bf(v), "u16"
+      else: mt = mtype(dt)
+      raws.append(v)
+    self._vector_access(space, self.r[idx], n, self.elem_size(buf) // buf.dtype.count if reg else self.elem_size(buf), mt, raws, False)
+
+  def render_wmma(self, u: UOp) -> None:
+    """mma.sync on the fragments: A's and B's 16-bit elements packed two to a .b32 register (low half first)."""
+    tc: TensorCore = u.arg
+    regs: list[list[str]] = []
+    for frag in u.src[:2]:
+      bits = []
+      for f in self.vr[frag]:
+        if tc.dtype_in == dtypes.float16:
+          h = self.new("h")
+          self.ins(f"cvt.rn.f16.f32 {h}, {f}")
+          bits.append(h)
+        else:
+          h = self.new("h")
+          self.ins(f"cvt.u16.u32 {h}, {self.f2bf(f)}")
+          bits.append(h)
+      packed = [self.new("r") for _ in range(len(bits) // 2)]
+      self.ins(*[f"mov.b32 {d}, {{{bits[2 * i]}, {bits[2 * i + 1]}}}" for i, d in enumerate(packed)])
+      regs.append(packed)
+    d = self.vr[u] = [self.new("f") for _ in range(u.dtype.count)]
+    def grp(x: list[str]) -> str: return "{" + ", ".join(x) + "}"
+    self.ins(f"{mma_instruction(tc)} {grp(d)}, {grp(regs[0])}, {grp(regs[1])}, {grp(self.vr[u.src[2]])}")
 
   def render_special(self, u: UOp) -> None:
     dim = int(u.arg[-1])

@@ -5,21 +5,27 @@ UPCAST splits an output range and computes `amt` outputs per thread; UNROLL spli
 reduce steps into one loop iteration; LOCAL splits an output range into a workgroup dimension; SPLIT splits an output
 range into an outer loop and an inner loop of `amt` iterations (a cache block around the register tile); SWAP exchanges the
 nesting of two output loops (`axis` and `arg`, both output ranges): the loop order decides which operand a cache keeps
-while the other streams past it (values don't change, only the order the outputs are computed in)."""
+while the other streams past it (values don't change, only the order the outputs are computed in). TC (`arg`: an index into
+`caps.tensor_cores`, axis None; the first opt) computes the kernel's matmul on that tensor core (codegen/opt/tc.py)."""
 from __future__ import annotations
 import functools
 from dataclasses import dataclass
 from enum import Enum, auto
+from typing import TYPE_CHECKING
 
 from tg_core.dtype import dtypes
 from tg_core.uop import Ops
 from tg_core.uop.ops import AxisType, KernelInfo, UOp
 from tg_core.uop.pattern import PatternMatcher, UPat
 from tg_core.uop.rewrite import graph_rewrite
+from tg_core.codegen.opt.tc import TCNotApplicable, apply_tc
+
+if TYPE_CHECKING:
+  from tg_core.renderer import RendererCaps
 
 class OptOps(Enum):
   UPCAST = auto(); UNROLL = auto(); LOCAL = auto(); NOLOCALS = auto()  # noqa: E702
-  SWAP = auto(); SPLIT = auto()  # noqa: E702
+  SWAP = auto(); SPLIT = auto(); TC = auto()  # noqa: E702
   def __repr__(self) -> str: return f"OptOps.{self.name}"
 
 @dataclass(frozen=True, order=True)
@@ -44,9 +50,17 @@ def _range_size(r: UOp) -> int:
   return int(r.src[0].arg)
 
 _OUT = (AxisType.LOOP, AxisType.GLOBAL)
-def apply_opt(ast: UOp, opt: Opt) -> UOp:
+def apply_opt(ast: UOp, opt: Opt, caps: RendererCaps | None = None) -> UOp:
+  """`ast` with `opt` applied; TC reads the tensor cores of `caps` (the target's), every other opt only the kernel."""
   axes = kernel_axes(ast)
   if opt.op is OptOps.NOLOCALS: return ast.replace(arg=_with_opts(ast.arg, opt, dont_use_locals=True))
+  if opt.op is OptOps.TC:
+    tcs = caps.tensor_cores if caps is not None else ()
+    if opt.axis is not None or not isinstance(opt.arg, int) or not 0 <= opt.arg < len(tcs):
+      raise KernelOptError(f"{opt}: TC takes axis None and arg an index into the target's {len(tcs)} tensor cores (caps.tensor_cores)")
+    try: ret = apply_tc(ast, tcs[opt.arg], _OUT)
+    except TCNotApplicable as e: raise KernelOptError(f"{opt}: {e}") from None
+    return ret.replace(arg=_with_opts(ret.arg, opt))
   if opt.axis is None or not 0 <= opt.axis < len(axes): raise KernelOptError(f"axis {opt.axis} out of range for {len(axes)} axes")
   r = axes[opt.axis]
   if opt.op is OptOps.SWAP: return _swap_loops(ast, opt, axes)
@@ -114,8 +128,8 @@ def _with_opts(info: KernelInfo | None, opt: Opt, **kw: object) -> KernelInfo:
   info = info or KernelInfo()
   return KernelInfo(info.name, info.axis_types, kw.get("dont_use_locals", info.dont_use_locals), info.applied_opts + (opt,), info.opts_to_apply)  # type: ignore[arg-type]
 
-def apply_opts(ast: UOp, opts: list[Opt] | tuple[Opt, ...]) -> UOp:
-  for o in opts: ast = apply_opt(ast, o)
+def apply_opts(ast: UOp, opts: list[Opt] | tuple[Opt, ...], caps: RendererCaps | None = None) -> UOp:
+  for o in opts: ast = apply_opt(ast, o, caps)
   return ast
 
 def axis_index(ast: UOp, axis_id: int) -> int:

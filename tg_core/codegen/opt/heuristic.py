@@ -26,6 +26,7 @@ def hand_coded_optimizations(ast: UOp, caps: RendererCaps | None = None) -> list
   if caps is None:
     from tg_core.renderer import RendererCaps
     caps = RendererCaps()
+  if (tc := _apply_tc(ast, caps)) is not None: return tc
   width = caps.vector_width
   opts: list[Opt] = []
   axes = kernel_axes(ast)
@@ -74,6 +75,17 @@ def hand_coded_optimizations(ast: UOp, caps: RendererCaps | None = None) -> list
           cur = first_fit(cur, OptOps.UPCAST, a, _halvings(caps.transpose_tile))
           break
   return opts
+
+def _apply_tc(ast: UOp, caps: RendererCaps) -> list[Opt] | None:
+  """A matmul the target has a tensor core for (the first of caps.tensor_cores that applies, see codegen/opt/tc.py) runs on
+  it; None when none applies (no tensor cores, not a matmul of its dtypes, a dimension smaller than its tile)."""
+  if not caps.has_local: return None
+  for i in range(len(caps.tensor_cores)):
+    try:
+      apply_opt(ast, opt := Opt(OptOps.TC, None, i), caps)
+      return [opt]
+    except KernelOptError: continue
+  return None
 
 def _loop_order(ast: UOp, caches: tuple[int, ...]) -> list[Opt]:
   """Loop order for cache reuse in a tiled kernel with two output loops and one reduce (a matmul): the operand read with

@@ -807,39 +807,42 @@ def _phys(st: State, space: str, a: np.ndarray, lanes: np.ndarray, nbytes: int, 
   return buf, off
 
 
-def _b_ld(c: _Ctx) -> Callable:
+def _access_form(c: _Ctx, regs: Operand, what: str) -> tuple[list[Operand], int, np.dtype, np.dtype]:
+  """An ld/st's registers (one, or the .v2/.v4/.v8 vector), their count, the element dtype, and the dtype of the whole access
+  as one opaque element: memory is read and written through it (a fast 1-D take/put, the same for scalars and vectors)."""
   ins = c.ins
-  t = c.type_of()
+  dt = _dt(c.type_of())
   vec = [m for m in ins.mods if m in ("v2", "v4", "v8")]
   n = int(vec[0][1:]) if vec else 1
   c.check_mods(SPACES | {"v2", "v4", "v8"})
+  rs = regs[1] if regs[0] == "vec" else [regs]
+  if len(rs) != n: raise c.unsupported(f"{len(rs)} {what} for .v{n}")
+  if dt.itemsize * n > 16: raise c.unsupported(f"{dt.itemsize * n * 8}-bit vector accesses")
+  return rs, n, dt, np.dtype((np.void, dt.itemsize * n))
+
+
+def _b_ld(c: _Ctx) -> Callable:
+  ins = c.ins
+  dsts, n, dt, vt = _access_form(c, ins.operands[0], "destinations")
   space = _space_of(c, ins.operands[1])
-  dst = ins.operands[0]
-  dsts = dst[1] if dst[0] == "vec" else [dst]
-  if len(dsts) != n: raise c.unsupported(f"{len(dsts)} destinations for .v{n}")
-  ws = [c.wr(d, t) for d in dsts]
+  ws = [c.wr(d, c.type_of()) for d in dsts]
   ra = _addr(c, ins.operands[1])
-  dt = _dt(t)
-  isz = dt.itemsize
-  if isz * n > 16: raise c.unsupported(f"{isz * n * 8}-bit vector accesses")
   if ins.op == "ldu": space = "global" if space == "generic" else space
-  vt = np.dtype((np.void, isz * n))
   uniform_space = space in ("global", "const", "param")   # (shared and local differ per block / lane)
 
-  def gather(buf: np.ndarray, ph: np.ndarray) -> np.ndarray:   # (lanes, n); whole vectors as one opaque element (fast 1-D take)
-    if n == 1: return buf.view(dt)[ph // isz][:, None]
-    return buf.view(vt)[ph // (isz * n)].view(dt).reshape(-1, n)
+  def gather(buf: np.ndarray, ph: np.ndarray) -> np.ndarray:   # -> (lanes, n)
+    return buf.view(vt)[ph // vt.itemsize].view(dt).reshape(-1, n)
 
   def run(st: State, m) -> None:
     addr = ra(st)
     if m is None and uniform_space and np.ndim(addr) == 0:   # one address for all lanes: one read, a uniform result
-      buf, ph = _resolve(st, space, addr, _ONE_LANE, isz * n, ins)[0][:2]
+      buf, ph = _resolve(st, space, addr, _ONE_LANE, vt.itemsize, ins)[0][:2]
       vals = gather(buf, ph)[0]
       for i, w in enumerate(ws): w(st, np.asarray(vals[i]), None)
       return
     idx = None if m is None else np.flatnonzero(m)
     cnt = st.L if idx is None else len(idx)
-    parts = _resolve(st, space, addr, idx, isz * n, ins)
+    parts = _resolve(st, space, addr, idx, vt.itemsize, ins)
     if len(parts) == 1 and len(parts[0][2]) == cnt: out = gather(*parts[0][:2])   # one state space
     else:
       out = np.zeros((cnt, n), dt)
@@ -854,30 +857,19 @@ def _b_ld(c: _Ctx) -> Callable:
 
 def _b_st(c: _Ctx) -> Callable:
   ins = c.ins
-  t = c.type_of()
-  vec = [m for m in ins.mods if m in ("v2", "v4", "v8")]
-  n = int(vec[0][1:]) if vec else 1
-  c.check_mods(SPACES | {"v2", "v4", "v8"})
+  srcs, n, dt, vt = _access_form(c, ins.operands[1], "sources")
   space = _space_of(c, ins.operands[0])
   if space in ("param", "const"): raise c.unsupported(f"st.{space} (to a kernel parameter)")
-  src = ins.operands[1]
-  srcs = src[1] if src[0] == "vec" else [src]
-  if len(srcs) != n: raise c.unsupported(f"{len(srcs)} sources for .v{n}")
-  rs = [c.rd(s, t) for s in srcs]
+  rs = [c.rd(s, c.type_of()) for s in srcs]
   ra = _addr(c, ins.operands[0])
-  dt = _dt(t)
-  isz = dt.itemsize
-  if isz * n > 16: raise c.unsupported(f"{isz * n * 8}-bit vector accesses")
-  vt = np.dtype((np.void, isz * n))
 
   def run(st: State, m) -> None:
     idx = None if m is None else np.flatnonzero(m)
     if idx is not None and not len(idx): return
     vals = np.stack([np.broadcast_to(np.asarray(r(st), dt), (st.L,)) for r in rs], 1)
     if idx is not None: vals = vals[idx]
-    for buf, ph, pos in _resolve(st, space, ra(st), idx, isz * n, ins):
-      if n == 1: buf.view(dt)[ph // isz] = vals[pos, 0]
-      else: buf.view(vt)[ph // (isz * n)] = np.ascontiguousarray(vals[pos]).view(vt).reshape(-1)
+    for buf, ph, pos in _resolve(st, space, ra(st), idx, vt.itemsize, ins):
+      buf.view(vt)[ph // vt.itemsize] = np.ascontiguousarray(vals[pos]).view(vt).reshape(-1)
   return run
 
 
