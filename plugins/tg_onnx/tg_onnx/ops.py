@@ -134,12 +134,17 @@ OPS["Mul"] = _binop(lambda a, b: (a * b).cast(a.dtype))
 def _div(a: Tensor, b: Tensor) -> Tensor:
   return a.div(b, rounding_mode="trunc") if dtypes.is_int(a.dtype) else (a / b).cast(a.dtype)
 OPS["Div"] = _binop(_div)
-def _pow(a: Tensor, b: Tensor) -> Tensor:
+def _pow(a: Tensor, b: Tensor, ctx: Any = None) -> Tensor:
   if dtypes.is_int(a.dtype) and dtypes.is_int(b.dtype): return a.pow(b).cast(a.dtype)
+  # a constant exponent of 2 (x**2 in a norm or a magnitude) is a multiply: exact, and cheap where a kernel recomputes it
+  if dtypes.is_float(a.dtype) and ctx is not None and (e := ctx.const(1)) is not None and e.size == 1 and e.ndim <= a.ndim and float(e.reshape(-1)[0]) == 2.0:
+    return (a * a).cast(a.dtype)
   return a.cast(dtypes.float64 if a.dtype == dtypes.float64 or b.dtype == dtypes.float64 else
                 (a.dtype if dtypes.is_float(a.dtype) else dtypes.float32)).pow(b.cast(dtypes.float64 if b.dtype == dtypes.float64 else
                                                                                   (b.dtype if dtypes.is_float(b.dtype) else dtypes.float32))).cast(a.dtype)
-OPS["Pow"] = _binop(_pow)
+@register("Pow", ctx=True)
+def _pow_op(a: Tensor, b: Tensor, broadcast: int = 1, axis: int | None = None, ctx: Any = None) -> Tensor:
+  return _binop(functools.partial(_pow, ctx=ctx))(a, b, broadcast, axis)
 OPS["Equal"] = _binop(lambda a, b: a == b)
 OPS["Less"] = _binop(lambda a, b: a < b)
 OPS["LessOrEqual"] = _binop(lambda a, b: a <= b)

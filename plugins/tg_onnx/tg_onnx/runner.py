@@ -97,9 +97,13 @@ class OpContext:
   runner: OnnxRunner
   node: NodeProto
   host_values: Callable[[int], np.ndarray]
+  host_consts: dict[str, np.ndarray]
   def host(self, i: int) -> np.ndarray:
     """Input i as a numpy array: a host-folded constant, or read back from the device (data-dependent)."""
     return self.host_values(i)
+  def const(self, i: int) -> np.ndarray | None:
+    """Input i as a numpy array when it is a host-folded constant, else None (nothing is read back)."""
+    return self.host_consts.get(self.node.input[i]) if i < len(self.node.input) else None
 
 class OnnxRunner:
   """`OnnxRunner(model_or_path)(inputs) -> outputs`: inputs are numpy arrays, Tensors or Python lists by graph input name;
@@ -261,7 +265,7 @@ class OnnxRunner:
       attrs = {a.name: self._attribute(a, env, host) for a in node.attribute}
       for idx in PY_CONST_INPUTS.get(node.op_type, ()):
         if idx < len(inputs) and isinstance(inputs[idx], Tensor): inputs[idx] = self._host_value(node.input[idx], inputs[idx], host)
-      ctx = OpContext(opset, self.device, self, node, lambda i: np.asarray(self._host_value(node.input[i], inputs[i], host, as_list=False)))
+      ctx = OpContext(opset, self.device, self, node, lambda i: np.asarray(self._host_value(node.input[i], inputs[i], host, as_list=False)), host)
       ret = fn(*inputs, **attrs, **({"ctx": ctx} if getattr(fn, "needs_ctx", False) else {}))
     except OnnxError: raise
     except Exception as e:
