@@ -515,13 +515,18 @@ OPS["Unique"] = _unique
 
 # *** matmul, conv, pooling, normalization ***
 
+def _operand(t: Tensor, reuse: Any) -> Tensor:
+  """A matmul or conv operand whose elements are each read `reuse` times: realized first when it is still a computation, so its
+  producers (the previous layer's bias, normalization, activation) run once, as that layer's epilogue, not `reuse` times."""
+  return t if (isinstance(reuse, int) and reuse <= 1) or t.is_realized() else t.contiguous()
 def _matmul(a: Tensor, b: Tensor) -> Tensor:
   if a.ndim == 1 and b.ndim == 1: return (a * b).sum(dtype=a.dtype)
-  return a.matmul(b).cast(a.dtype)
+  return _operand(a, b.shape[-1] if b.ndim > 1 else 1).matmul(_operand(b, a.shape[-2] if a.ndim > 1 else 1)).cast(a.dtype)
 OPS["MatMul"] = _matmul
 def _gemm(a: Tensor, b: Tensor, c: Tensor | None = None, alpha: float = 1.0, beta: float = 1.0, transA: int = 0, transB: int = 0,
           broadcast: int = 0) -> Tensor:
-  ret = (a.T if transA else a).matmul(b.T if transB else b)
+  a, b = (a.T if transA else a), (b.T if transB else b)
+  ret = _operand(a, b.shape[-1]).matmul(_operand(b, a.shape[-2]))
   if alpha != 1.0: ret = ret * alpha
   if c is not None: ret = ret + (c * beta if beta != 1.0 else c)
   return ret.cast(a.dtype)
@@ -536,6 +541,7 @@ def _conv(x: Tensor, w: Tensor, b: Tensor | None = None, auto_pad: str = "NOTSET
   strides_ = strides or [1] * ns
   dil = dilations or [1] * ns
   p = _conv_pads(x, kernel, strides_, dil, pads, auto_pad)
+  x = _operand(x, math.prod(w.shape[2:]) * (w.shape[0] // group))  # each input element meets every tap of every output channel of its group
   return x.conv2d(w, b, groups=group, stride=tuple(strides_), dilation=tuple(dil), padding=_pads_onnx_to_tg(p, ns))
 OPS["Conv"] = _conv
 def _conv_transpose(x: Tensor, w: Tensor, b: Tensor | None = None, auto_pad: str = "NOTSET", dilations: Any = None, group: int = 1,
