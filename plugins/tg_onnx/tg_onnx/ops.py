@@ -1025,7 +1025,9 @@ def _rnn_common(kind: str, X: Tensor, W: Tensor, R: Tensor, B: Tensor | None, se
         hn, cn = m.where(hn, h), m.where(cn, c)
         ys[t] = m.where(hn, 0)
       else: ys[t] = hn
-      h, c = hn, cn
+      # the state is realized between steps: the next step's matmul reads each element of h ngates*H times, and unrealized
+      # state chains would grow with the sequence (every step recomputing all the earlier ones)
+      h, c = (hn.contiguous(), cn.contiguous() if kind == "LSTM" else cn) if step < T - 1 else (hn, cn)
     Ys.append(Tensor.stack(*ys) if T > 1 else ys[0].unsqueeze(0))  # type: ignore[union-attr,arg-type]
     Hs.append(h)
     Cs.append(c)
