@@ -183,6 +183,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, RandomMixin,
     items with `tg_core.engine.realize.run_schedule`."""
     return self.schedule_with_vars(*lst)[0]
   def realize(self, *lst: Tensor, do_update_stats: bool = True) -> Tensor:
+    if not lst and self.uop.op is Ops.BUFFER and not self.uop.is_variable: return self  # a bare buffer: nothing to schedule
     from tg_core.engine.realize import run_schedule
     items, var_vals = self.schedule_with_vars(*lst)
     run_schedule(items, var_vals)

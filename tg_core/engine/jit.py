@@ -45,9 +45,10 @@ class TinyJit(Generic[R]):
     self.input_bufs: list[Buffer] = []
     self.ret: Any = None
     self.plan: list[tuple[Any, list[int]]] | None = None  # (graph or None, indices into captured), built at the first replay
+    self.step_args: list[StepArgs] = []  # the arguments of each step of the plan
     functools.update_wrapper(self, fxn)  # type: ignore[arg-type]
   def __get__(self, obj: Any, objtype: Any = None) -> Any: return functools.partial(self.__call__, obj) if obj is not None else self
-  def reset(self) -> None: self.cnt, self.captured, self.ret, self.plan = 0, None, None, None
+  def reset(self) -> None: self.cnt, self.captured, self.ret, self.plan, self.step_args = 0, None, None, None, []
 
   def __call__(self, *args: Any, **kwargs: Any) -> R:
     from tg_core.tensor import Tensor
@@ -73,18 +74,17 @@ class TinyJit(Generic[R]):
       return ret
     if sig != self.input_sig: raise JitError(f"jitted function called with inputs {sig}, captured with {self.input_sig}; call .reset() to recapture")
     assert self.captured is not None
-    swap = {id(old): _input_buffer(t) for old, t in zip(self.input_bufs, inputs)}
+    now = [_input_buffer(t) for t in inputs]
     new_vals = var_vals_of(binds)
-    if self.plan is None: self.plan = _plan(self.captured)
-    for graph, idx in self.plan:
-      if graph is None:  # one item, replayed as before graphs existed (the hot path of devices without a graph)
-        runner, bufs, var_vals = self.captured[idx[0]]
-        new_bufs = [swap.get(id(b), b) for b in bufs]
-        if isinstance(runner, str): new_bufs[0].copy_from(new_bufs[1])
-        else: runner(new_bufs, {**var_vals, **new_vals} if new_vals else var_vals)
-        continue
-      items = [self.captured[i] for i in idx]
-      graph([[swap.get(id(b), b) for b in bufs] for _, bufs, _ in items], [{**vv, **new_vals} if new_vals else vv for _, _, vv in items])
+    if self.plan is None:
+      self.plan = _plan(self.captured)
+      self.step_args = _step_args(self.captured, self.plan, self.input_bufs)
+    for (graph, _), (runner, bufs_per_item, swaps, vvs) in zip(self.plan, self.step_args):
+      for item, pos, inp in swaps: bufs_per_item[item][pos] = now[inp]  # this call's input buffers, written in place
+      if new_vals: vvs = [{**vv, **new_vals} for vv in vvs]
+      if graph is not None: graph(bufs_per_item, vvs)
+      elif isinstance(runner, str): bufs_per_item[0][0].copy_from(bufs_per_item[0][1])
+      else: runner(bufs_per_item[0], vvs[0])  # one item, replayed as before graphs existed (devices without a graph)
     self.cnt += 1
     return _fresh(self.ret, Tensor, binds)
 
@@ -110,6 +110,20 @@ def _plan(captured: list[tuple[Any, list[Buffer], dict[str, int]]]) -> list[tupl
       steps.append((None, [i]))
   flush()
   return steps
+
+# what a replay step is called with: (the runner, or "copy", of a step without a graph; buffers per item; where this call's inputs
+# go, as (item, position, input index); Variable values per item)
+StepArgs = tuple[Any, list[list[Buffer]], list[tuple[int, int, int]], list[dict[str, int]]]
+
+def _step_args(captured: list[tuple[Any, list[Buffer], dict[str, int]]], plan: list[tuple[Any, list[int]]], input_bufs: list[Buffer]) -> list[StepArgs]:
+  """Each step's argument lists, built once at the first replay: a replay only writes the new input buffers into them."""
+  inp = {id(b): i for i, b in enumerate(input_bufs)}
+  ret: list[StepArgs] = []
+  for _, idx in plan:
+    bufs = [list(captured[i][1]) for i in idx]
+    swaps = [(j, pos, inp[id(b)]) for j, bl in enumerate(bufs) for pos, b in enumerate(bl) if id(b) in inp]
+    ret.append((captured[idx[0]][0], bufs, swaps, [captured[i][2] for i in idx]))
+  return ret
 
 def _realize_ret(ret: Any) -> None:
   from tg_core.tensor import Tensor

@@ -77,7 +77,7 @@ def test_copies_in_the_capture_split_it_into_graph_segments(monkeypatch: pytest.
   name, _, _ = _fresh(monkeypatch, "AMD:46")
   def f(x: Tensor) -> Tensor:
     a = ((x + 1).realize() * 3).realize()  # two AMD kernels: one graph
-    c = (a.to("CPU") * 2).realize()  # a copy, then a CPU kernel (CPU offers no graph)
+    c = (a.to("CPU") * 2).realize()  # a copy, then a CPU kernel (a CPUGraph of its own: another device's graph)
     return (c.to(name) - x).realize()  # a copy back, then one AMD kernel: a graph of its own
   jf = TinyJit(f)
   for _ in range(4):
@@ -85,7 +85,8 @@ def test_copies_in_the_capture_split_it_into_graph_segments(monkeypatch: pytest.
     np.testing.assert_allclose(jf(Tensor(x, device=name)).numpy(), (x + 1) * 3 * 2 - x, rtol=1e-5, atol=1e-6)
   assert jf.plan is not None and jf.captured is not None
   kinds = [("graph", len(idx)) if g is not None else ("copy" if isinstance(jf.captured[idx[0]][0], str) else "kernel", 1) for g, idx in jf.plan]
-  assert kinds == [("graph", 2), ("copy", 1), ("kernel", 1), ("copy", 1), ("graph", 1)], kinds
+  assert kinds == [("graph", 2), ("copy", 1), ("graph", 1), ("copy", 1), ("graph", 1)], kinds
+  assert [type(g).__name__ for g, _ in jf.plan if g is not None] == ["HCQGraph", "CPUGraph", "HCQGraph"]
 
 def test_a_submission_larger_than_the_aql_ring_goes_in_pieces(monkeypatch: pytest.MonkeyPatch):
   from tg_amd.kfd.driver import AMDComputeQueue

@@ -1,4 +1,4 @@
-"""The CPU device: host memory, the LLVM IR renderer, llvmlite's in-process compiler and a multi-core runtime."""
+"""The CPU device: host memory, the LLVM IR renderer, llvmlite's in-process compiler, a multi-core runtime and a graph for TinyJit replay."""
 from __future__ import annotations
 import dataclasses
 import functools
@@ -6,6 +6,7 @@ import functools
 from tg_core.device import Compiled
 from tg_cpu_x86.allocator import CPUAllocator
 from tg_cpu_x86.compiler import LLVMCompiler, host_target
+from tg_cpu_x86.graph import CPUGraph
 from tg_cpu_x86.host import cache_sizes
 from tg_cpu_x86.renderer import LLVMRenderer
 from tg_cpu_x86.runtime import CPUProgram
@@ -28,4 +29,4 @@ class CPUDevice(Compiled):
     ren = LLVMRenderer()
     # the host's SIMD width and caches; the only arch it targets is the host's (kernels run here): DEV=CPU:LLVM:<other> is an error
     ren.caps = dataclasses.replace(ren.caps, vector_width=vector_width(), cache_sizes=_cache_sizes(), archs=(host_target()[1],), arch=host_target()[1])
-    super().__init__(device, CPUAllocator(), [ren], _compiler(), CPUProgram)
+    super().__init__(device, CPUAllocator(), [ren], _compiler(), CPUProgram, graph=CPUGraph)  # TinyJit replays through CPUGraph

@@ -2,12 +2,16 @@
 
 Each program gets its own execution engine (kernel names repeat across programs). Calls go through ctypes, which
 releases the GIL for the foreign call, so the chunks of a split kernel (see `tg_cpu_x86.abi`) run in parallel on a
-thread pool. `NUM_CPU_THREADS` (0: os.cpu_count()) caps the number of threads; kernels with little work run on the
-calling thread alone."""
+thread pool. `NUM_CPU_THREADS` (0: os.cpu_count()) caps the number of threads.
+
+Whether a kernel is split is measured, not guessed: its first runs (per set of Variable values) are timed on the calling thread,
+and it is split only where the time saved beats the pool's handoff cost, itself timed when the pool starts. Small kernels
+(most of a model's) never touch the pool."""
 from __future__ import annotations
 import ctypes
 import functools
 import os
+import _thread
 import queue
 import threading
 import time
@@ -19,8 +23,8 @@ from tg_core.helpers import NUM_CPU_THREADS
 from tg_cpu_x86.abi import symbol_name, work_symbol
 from tg_cpu_x86.compiler import _init_llvm, create_target_machine
 
-# a thread is worth starting for about this many ops (a pool handoff costs some microseconds)
-MIN_WORK_PER_THREAD = 1 << 16
+# single-thread runs timed (per Variable values) before the split is decided; the first is cold (page faults, caches)
+TIMED_RUNS = 2
 
 KERNEL_FN = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int32, ctypes.c_int32)
 
@@ -48,28 +52,49 @@ def _init_symbols() -> None:
         missing.remove(sym)
     if not missing: break
 
+def _noop(*args: Any) -> None: pass
+
 class _Workers:
   """Threads that run kernel chunks (ctypes releases the GIL for the call). Lighter than concurrent.futures, whose import
-  (with logging) costs ~3 ms of a cold start, and a handoff is a queue put and an event."""
+  (with logging) costs ~3 ms of a cold start: a handoff is a queue put, and each chunk's completion a plain lock the worker
+  releases (no Event/Condition). `handoff_s` is the measured cost of one round trip through the pool."""
   def __init__(self, n: int):
     self.q: queue.SimpleQueue = queue.SimpleQueue()
     for i in range(n): threading.Thread(target=self._loop, name=f"tg_cpu_{i}", daemon=True).start()
     self.n = n
+    self.handoff_s = self._measure_handoff()
   def _loop(self) -> None:
     while True:
       fn, args, done, errs = self.q.get()
       try: fn(*args)
       except BaseException as e: errs.append(e)
-      finally: done.set()
+      finally: done.release()
   def run(self, fn: Callable, argss: list[tuple], here: tuple) -> None:
     """fn(*args) for each of argss on the workers and fn(*here) on the calling thread; returns when all are done."""
     errs: list[BaseException] = []
-    done = [threading.Event() for _ in argss]
-    for args, ev in zip(argss, done): self.q.put((fn, args, ev, errs))
+    done = []
+    for args in argss:
+      (lk := _thread.allocate_lock()).acquire()
+      done.append(lk)
+      self.q.put((fn, args, lk, errs))
     try: fn(*here)
     finally:
-      for ev in done: ev.wait()  # the buffers stay in use until every chunk is done
+      for lk in done: lk.acquire()  # the buffers stay in use until every chunk is done
     if errs: raise errs[0]
+  def _measure_handoff(self, rounds: int = 9) -> float:
+    """The median time of handing an empty chunk to each worker and waiting for it: what a split must save to pay off."""
+    ts = []
+    for _ in range(rounds):
+      st = time.perf_counter()
+      self.run(_noop, [()] * self.n, ())
+      ts.append(time.perf_counter() - st)
+    return sorted(ts)[rounds // 2]
+
+def split_threads(t1: float, trip: int, mx: int, handoff_s: float) -> int:
+  """Threads for a kernel that takes t1 seconds on one thread and whose split loop runs `trip` times: the n (up to mx and trip)
+  with the least expected time t1/n + 2 * handoff_s * (n - 1), each handoff to a worker counted twice (a margin for uneven
+  chunks and a worker that is slow to wake)."""
+  return min(range(1, max(1, min(mx, trip)) + 1), key=lambda n: t1 / n + 2 * handoff_s * (n - 1))
 
 _pool_lock = threading.Lock()
 _pool: _Workers | None = None
@@ -101,25 +126,54 @@ class CPUProgram:
     self.fxn = KERNEL_FN(addr)
     waddr = self.engine.get_global_value_address(work_symbol(name))
     self.work_per_iter = ctypes.c_int64.from_address(waddr).value if waddr else 0
-    self._trip: dict[tuple[int, ...], int] = {}
+    self._nthreads: dict[tuple[int, ...], int] = {}          # Variable values -> decided thread count
+    self._timings: dict[tuple[int, ...], tuple[int, float]] = {}  # Variable values -> (single-thread runs timed, best time)
+    self._knob = NUM_CPU_THREADS.value
 
   def _threads(self, bufs: Any, vals_arr: Any, vals: tuple[int, ...]) -> int:
-    mx = max_threads()
-    if mx <= 1 or self.work_per_iter <= 0: return 1
-    if (trip := self._trip.get(vals)) is None:
-      trip = self._trip[vals] = int(self.fxn(bufs, vals_arr, 0, 0))  # n_cores == 0: only reports the split loop's trip count
-      if len(self._trip) > 4096: self._trip.clear()
-    if trip <= 1: return 1
-    return max(1, min(mx, trip, (trip * self.work_per_iter) // MIN_WORK_PER_THREAD))
+    """The thread count decided for these Variable values: 1 for a kernel that can't be split; 0 while its single-thread runs
+    are still being timed (see `launch`)."""
+    if (n := self._nthreads.get(vals)) is not None: return n
+    if max_threads() <= 1 or self.work_per_iter <= 0 or int(self.fxn(bufs, vals_arr, 0, 0)) <= 1: n = 1  # n_cores == 0: the trip count
+    else: return 0
+    self._remember(vals, n)
+    return n
+
+  def _remember(self, vals: tuple[int, ...], n: int) -> None:
+    if len(self._nthreads) > 4096: self._nthreads.clear()
+    self._nthreads[vals] = n
+
+  def _timed(self, bufs: Any, vals_arr: Any, vals: tuple[int, ...]) -> None:
+    """Run on the calling thread, timed; after TIMED_RUNS runs, decide the thread count from the best time."""
+    st = time.perf_counter()
+    self.fxn(bufs, vals_arr, 0, 1)
+    t = time.perf_counter() - st
+    runs, best = self._timings.get(vals, (0, t))
+    runs, best = runs + 1, min(best, t)
+    if runs < TIMED_RUNS: self._timings[vals] = (runs, best)
+    else:
+      self._timings.pop(vals, None)
+      mx = max_threads()
+      n = split_threads(best, int(self.fxn(bufs, vals_arr, 0, 0)), mx, _get_pool(mx - 1).handoff_s)
+      self._remember(vals, n)
+
+  def launch(self, bufs: Any, vals_arr: Any, vals: tuple[int, ...]) -> None:
+    """Run the kernel on ctypes arrays of buffer addresses and Variable values (what a graph prepares once)."""
+    if NUM_CPU_THREADS.value != self._knob:  # decided for another NUM_CPU_THREADS (a Context changed it)
+      self._nthreads.clear()
+      self._timings.clear()
+      self._knob = NUM_CPU_THREADS.value
+    n = self._nthreads.get(vals)
+    if n is None: n = self._threads(bufs, vals_arr, vals)
+    if n == 1: self.fxn(bufs, vals_arr, 0, 1)
+    elif n == 0: self._timed(bufs, vals_arr, vals)
+    else:  # chunks 1..n-1 on the workers, chunk 0 on this thread
+      _get_pool(n - 1).run(self.fxn, [(bufs, vals_arr, i, n) for i in range(1, n)], here=(bufs, vals_arr, 0, n))
 
   def __call__(self, *bufs: Any, global_size: tuple[int, ...] = (1, 1, 1), local_size: tuple[int, ...] = (1, 1, 1),
                vals: tuple[int, ...] = (), wait: bool = False) -> float | None:
     addrs = (ctypes.c_void_p * max(len(bufs), 1))(*[b.addr for b in bufs])
     vals_arr = (ctypes.c_int32 * max(len(vals), 1))(*vals)
     st = time.perf_counter()
-    n = self._threads(addrs, vals_arr, tuple(vals))
-    if n == 1: self.fxn(addrs, vals_arr, 0, 1)
-    else:
-      # chunks 1..n-1 on the workers, chunk 0 on this thread
-      _get_pool(n - 1).run(self.fxn, [(addrs, vals_arr, i, n) for i in range(1, n)], here=(addrs, vals_arr, 0, n))
+    self.launch(addrs, vals_arr, tuple(vals))
     return time.perf_counter() - st if wait else None

@@ -6,6 +6,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from models import MODELS
 
+from tg_core import Tensor
 from tg_core.plugins import open_model
 from tg_onnx import OnnxInputError, OnnxLoadError, OnnxOpsetError, OnnxRunner, OnnxUnsupportedOpError
 
@@ -34,6 +35,18 @@ def test_shape_chain_folds_on_host_and_jit_replays() -> None:
     np.testing.assert_allclose(runner({"x": x})["y"].numpy(), sess.run(None, {"x": x})[0], rtol=1e-6)
   assert runner._host_reads == 0, "the Shape chain must fold on the host, not read back from the device"
   assert len(runner._jits) == 2 and all(j.cnt >= 2 for j in runner._jits.values()), "repeated shapes must replay captured kernels"
+
+def test_replayed_outputs_are_fresh_and_tensor_inputs_replay() -> None:
+  m = reshape_model()
+  runner, sess = OnnxRunner(m), ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+  rng = np.random.default_rng(2)
+  xs = [rng.standard_normal((2, 3, 4)).astype(np.float32) for _ in range(6)]
+  outs = [runner({"x": x})["y"] for x in xs[:4]]
+  outs += [runner({"x": Tensor(x)})["y"] for x in xs[4:]]  # a Tensor input replays too (its data is copied in)
+  for x, y in zip(xs, outs):  # every call's outputs are its own: a later replay does not overwrite them
+    np.testing.assert_allclose(y.numpy(), sess.run(None, {"x": x})[0], rtol=1e-6)
+  assert len(runner._replay_sigs) == 2, "numpy and Tensor inputs each reach the replay fast path"
+  with pytest.raises(OnnxInputError, match=r"input 'x' must have dtype FLOAT"): runner({"x": xs[0].astype(np.float64)})  # still checked
 
 def test_silero_state_carried_through_jit_replay() -> None:
   m = next(m for m in MODELS if m.name == "silero_vad")

@@ -134,12 +134,17 @@ OPS["Mul"] = _binop(lambda a, b: (a * b).cast(a.dtype))
 def _div(a: Tensor, b: Tensor) -> Tensor:
   return a.div(b, rounding_mode="trunc") if dtypes.is_int(a.dtype) else (a / b).cast(a.dtype)
 OPS["Div"] = _binop(_div)
-def _pow(a: Tensor, b: Tensor) -> Tensor:
+def _pow(a: Tensor, b: Tensor, ctx: Any = None) -> Tensor:
   if dtypes.is_int(a.dtype) and dtypes.is_int(b.dtype): return a.pow(b).cast(a.dtype)
+  # a constant exponent of 2 (x**2 in a norm or a magnitude) is a multiply: exact, and cheap where a kernel recomputes it
+  if dtypes.is_float(a.dtype) and ctx is not None and (e := ctx.const(1)) is not None and e.size == 1 and e.ndim <= a.ndim and float(e.reshape(-1)[0]) == 2.0:
+    return (a * a).cast(a.dtype)
   return a.cast(dtypes.float64 if a.dtype == dtypes.float64 or b.dtype == dtypes.float64 else
                 (a.dtype if dtypes.is_float(a.dtype) else dtypes.float32)).pow(b.cast(dtypes.float64 if b.dtype == dtypes.float64 else
                                                                                   (b.dtype if dtypes.is_float(b.dtype) else dtypes.float32))).cast(a.dtype)
-OPS["Pow"] = _binop(_pow)
+@register("Pow", ctx=True)
+def _pow_op(a: Tensor, b: Tensor, broadcast: int = 1, axis: int | None = None, ctx: Any = None) -> Tensor:
+  return _binop(functools.partial(_pow, ctx=ctx))(a, b, broadcast, axis)
 OPS["Equal"] = _binop(lambda a, b: a == b)
 OPS["Less"] = _binop(lambda a, b: a < b)
 OPS["LessOrEqual"] = _binop(lambda a, b: a <= b)
@@ -510,13 +515,18 @@ OPS["Unique"] = _unique
 
 # *** matmul, conv, pooling, normalization ***
 
+def _operand(t: Tensor, reuse: Any) -> Tensor:
+  """A matmul or conv operand whose elements are each read `reuse` times: realized first when it is still a computation, so its
+  producers (the previous layer's bias, normalization, activation) run once, as that layer's epilogue, not `reuse` times."""
+  return t if (isinstance(reuse, int) and reuse <= 1) or t.is_realized() else t.contiguous()
 def _matmul(a: Tensor, b: Tensor) -> Tensor:
   if a.ndim == 1 and b.ndim == 1: return (a * b).sum(dtype=a.dtype)
-  return a.matmul(b).cast(a.dtype)
+  return _operand(a, b.shape[-1] if b.ndim > 1 else 1).matmul(_operand(b, a.shape[-2] if a.ndim > 1 else 1)).cast(a.dtype)
 OPS["MatMul"] = _matmul
 def _gemm(a: Tensor, b: Tensor, c: Tensor | None = None, alpha: float = 1.0, beta: float = 1.0, transA: int = 0, transB: int = 0,
           broadcast: int = 0) -> Tensor:
-  ret = (a.T if transA else a).matmul(b.T if transB else b)
+  a, b = (a.T if transA else a), (b.T if transB else b)
+  ret = _operand(a, b.shape[-1]).matmul(_operand(b, a.shape[-2]))
   if alpha != 1.0: ret = ret * alpha
   if c is not None: ret = ret + (c * beta if beta != 1.0 else c)
   return ret.cast(a.dtype)
@@ -531,6 +541,7 @@ def _conv(x: Tensor, w: Tensor, b: Tensor | None = None, auto_pad: str = "NOTSET
   strides_ = strides or [1] * ns
   dil = dilations or [1] * ns
   p = _conv_pads(x, kernel, strides_, dil, pads, auto_pad)
+  x = _operand(x, math.prod(w.shape[2:]) * (w.shape[0] // group))  # each input element meets every tap of every output channel of its group
   return x.conv2d(w, b, groups=group, stride=tuple(strides_), dilation=tuple(dil), padding=_pads_onnx_to_tg(p, ns))
 OPS["Conv"] = _conv
 def _conv_transpose(x: Tensor, w: Tensor, b: Tensor | None = None, auto_pad: str = "NOTSET", dilations: Any = None, group: int = 1,
@@ -1014,7 +1025,9 @@ def _rnn_common(kind: str, X: Tensor, W: Tensor, R: Tensor, B: Tensor | None, se
         hn, cn = m.where(hn, h), m.where(cn, c)
         ys[t] = m.where(hn, 0)
       else: ys[t] = hn
-      h, c = hn, cn
+      # the state is realized between steps: the next step's matmul reads each element of h ngates*H times, and unrealized
+      # state chains would grow with the sequence (every step recomputing all the earlier ones)
+      h, c = (hn.contiguous(), cn.contiguous() if kind == "LSTM" else cn) if step < T - 1 else (hn, cn)
     Ys.append(Tensor.stack(*ys) if T > 1 else ys[0].unsqueeze(0))  # type: ignore[union-attr,arg-type]
     Hs.append(h)
     Cs.append(c)
