@@ -72,24 +72,62 @@ def config_from_metadata(md: dict[str, Any]) -> ModelConfig:
     attn_scale=1.0 / math.sqrt(head_dim), embed_scale=math.sqrt(dim) if gemma else 1.0, act="gelu_tanh" if gemma else "silu",
     qk_norm=gemma, post_norms=gemma)
 
+# matrices of a layer that read the same input: one matvec over their rows concatenated (when they share a quant format)
+FUSED_GROUPS = (("attn_q", "attn_k", "attn_v"), ("ffn_gate", "ffn_up"))
+
 class Weights:
   """The model's tensors on `device`: plain ones (F32, F16) copied as they are, quantized ones as realized packed blocks viewed
-  through their dequantize ops (the consumer's kernel decodes them)."""
+  through their dequantize ops (the consumer's kernel decodes them). The quantized matrices of a FUSED_GROUPS group that share a
+  format are realized as one buffer, their rows concatenated (`fused`): one kernel computes all their products. Each member's
+  `packed`/`tensors`/`blocked` entry is then a view of that buffer (the bytes are held once)."""
   def __init__(self, f: GGUFFile, device: str, progress: Any = None):
     self.f, self.device = f, device
     self.packed: dict[str, Tensor] = {}
     self.tensors: dict[str, Tensor] = {}
     self.blocked: dict[str, Tensor] = {}  # quantized matrices as (rows, blocks per row, block elems): see Transformer.linear
+    self.fused: dict[str, tuple[tuple[str, ...], Tensor]] = {}  # first member -> (members, blocked rows of all of them)
+    groups = self._groups()
     for i, name in enumerate(f.tensors):
       info = f.tensors[name]
       if info.format.dequantize in PLAIN_DTYPES:
         self.tensors[name] = f.tensor(name, device).cast(dtypes.float32).contiguous().realize()
-      else:
-        self.packed[name] = f.raw(name, device).contiguous().realize()
-        deq = dequantize_blocks(self.packed[name], info.format)
-        self.tensors[name] = deq.reshape(info.shape)
-        if len(info.shape) == 2: self.blocked[name] = deq.reshape(info.shape[0], info.shape[1] // info.format.block_elems, info.format.block_elems)
+      elif name in groups:
+        members = groups[name]
+        whole = members[0][0].cat(*[r for r, _ in members[1:]]).contiguous().realize()
+        start = 0
+        for raw, n in members:
+          self._add(n, whole[start:start + raw.shape[0]])
+          start += raw.shape[0]
+        fmt, rows = info.format, sum(f.tensors[n].shape[0] for _, n in members)
+        self.fused[members[0][1]] = (tuple(n for _, n in members), self._blocked(whole, fmt, rows, info.shape[1]))
+      elif name not in self.packed: self._add(name, f.raw(name, device).contiguous().realize())
       if progress is not None: progress(i + 1, len(f.tensors))
+
+  def _groups(self) -> dict[str, list[tuple[Tensor, str]]]:
+    """The first tensor of each fusable group -> [(its raw blocks, name)] for the members that share its format and row length."""
+    out: dict[str, list[tuple[Tensor, str]]] = {}
+    for layer in range(int(self.f.metadata.get(f"{self.f.metadata.get('general.architecture')}.block_count", 0))):
+      for group in FUSED_GROUPS:
+        names = [n for g in group if (n := f"blk.{layer}.{g}.weight") in self.f.tensors]
+        if not names: continue
+        first = self.f.tensors[names[0]]
+        same = [n for n in names if self.f.tensors[n].format is first.format and len(self.f.tensors[n].shape) == 2 and
+                self.f.tensors[n].shape[1] == first.shape[1]]
+        if len(same) >= 2 and first.format.dequantize not in PLAIN_DTYPES:
+          out[min(same, key=list(self.f.tensors).index)] = [(self.f.raw(n, self.device), n) for n in same]
+    return out
+
+  @staticmethod
+  def _blocked(packed: Tensor, fmt: Any, rows: int, cols: int) -> Tensor:
+    return dequantize_blocks(packed, fmt).reshape(rows, cols // fmt.block_elems, fmt.block_elems)
+
+  def _add(self, name: str, packed: Tensor) -> None:
+    info = self.f.tensors[name]
+    self.packed[name] = packed
+    deq = dequantize_blocks(packed, info.format)
+    self.tensors[name] = deq.reshape(info.shape)
+    if len(info.shape) == 2: self.blocked[name] = self._blocked(packed, info.format, *info.shape)
+
   def __contains__(self, name: str) -> bool: return name in self.tensors
   def __getitem__(self, name: str) -> Tensor:
     if name not in self.tensors: raise LLMError(f"{self.f.name} has no tensor {name!r}, which this architecture needs")
@@ -162,21 +200,39 @@ class Transformer:
     return x * self.cfg.embed_scale if self.cfg.embed_scale != 1.0 else x
 
   def linear(self, x: Tensor, name: str) -> Tensor:
-    """x @ W.T (+ bias). A quantized W is reduced per block, then over blocks: the kernel's inner loop runs over one block's
+    """x @ W.T (+ bias). A quantized W is one reduce over (blocks, block elems): the kernel's inner loop runs over one block's
     elements, so the block's scales (fp16 bits decoded with integer ops) are loop-invariant there and hoisted, not redone per
-    element (17x faster on a Q4_1 matvec than one flat reduce)."""
-    if (wb := self.w.blocked.get(name)) is not None:
-      n, nb, be = wb.shape
-      y = (x.reshape(*x.shape[:-1], 1, nb, be) * wb).sum(-1).sum(-1)
+    element (17x faster on a Q4_1 matvec than one flat reduce), and the sum over blocks stays in the same kernel."""
+    if (wb := self.w.blocked.get(name)) is not None: y = self._matvec(x, wb)
     else: y = x @ self.w[name].T
     return y + self.bias[b] if (b := name.replace(".weight", ".bias")) in self.bias else y
+
+  @staticmethod
+  def _matvec(x: Tensor, wb: Tensor) -> Tensor:
+    n, nb, be = wb.shape
+    return (x.reshape(*x.shape[:-1], 1, nb, be) * wb).sum((-2, -1))
+
+  def linears(self, x: Tensor, names: tuple[str, ...]) -> list[Tensor]:
+    """[linear(x, n) for n in names], realized: the members of a fused group (Weights.fused) come from one kernel."""
+    out: list[Tensor] = []
+    while len(out) < len(names):
+      name = names[len(out)]
+      if (fz := self.w.fused.get(name)) is not None and fz[0] == names[len(out):len(out) + len(fz[0])]:
+        y = self._matvec(x, fz[1]).contiguous().realize()  # realized here: its parts' consumers are scheduled apart
+        start = 0
+        for n in fz[0]:
+          rows = self.w.f.tensors[n].shape[0]
+          part = y[..., start:start + rows]
+          out.append(part + self.bias[b] if (b := n.replace(".weight", ".bias")) in self.bias else part)
+          start += rows
+      else: out.append(self.linear(x, name).contiguous().realize())
+    return out
 
   def attention(self, i: int, x: Tensor, start_pos: int | UOp, T: int) -> Tensor:
     cfg, p = self.cfg, f"blk.{i}."
     B, H, KV, D = 1, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim
-    q = self.linear(x, p + "attn_q.weight").reshape(B, T, H, D).transpose(1, 2)
-    k = self.linear(x, p + "attn_k.weight").reshape(B, T, KV, D).transpose(1, 2)
-    v = self.linear(x, p + "attn_v.weight").reshape(B, T, KV, D).transpose(1, 2)
+    q, k, v = self.linears(x, (p + "attn_q.weight", p + "attn_k.weight", p + "attn_v.weight"))
+    q, k, v = q.reshape(B, T, H, D).transpose(1, 2), k.reshape(B, T, KV, D).transpose(1, 2), v.reshape(B, T, KV, D).transpose(1, 2)
     if cfg.qk_norm:
       q = rms_norm(q, self.w[p + "attn_q_norm.weight"], cfg.norm_eps)
       k = rms_norm(k, self.w[p + "attn_k_norm.weight"], cfg.norm_eps)
@@ -202,9 +258,10 @@ class Transformer:
 
   def ffn(self, i: int, x: Tensor) -> Tensor:
     p = f"blk.{i}."
-    g = self.linear(x, p + "ffn_gate.weight")
+    g, u = self.linears(x, (p + "ffn_gate.weight", p + "ffn_up.weight"))
     g = g.gelu() if self.cfg.act == "gelu_tanh" else g.silu()
-    return self.linear(g * self.linear(x, p + "ffn_up.weight"), p + "ffn_down.weight")
+    # realized: else every row of ffn_down recomputes the activation of each element it reads
+    return self.linear((g * u).contiguous(), p + "ffn_down.weight")
 
   def forward(self, x: Tensor, start_pos: int | UOp, last: int | UOp | None = None) -> Tensor:
     """x: (1, T, dim) embedded tokens at positions start_pos.. -> (vocab,) float32 logits at index `last` (default T-1) of the
