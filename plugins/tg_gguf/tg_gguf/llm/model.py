@@ -243,7 +243,8 @@ class Transformer:
       k = rms_norm(k, self.w[p + "attn_k_norm.weight"], cfg.norm_eps)
     cos, sin = self.rope[cfg.layer_rope_base(i)]
     cos, sin = cos[start_pos:start_pos + T], sin[start_pos:start_pos + T]
-    q, k = apply_rope(q, cos, sin, cfg.rope_interleaved), apply_rope(k, cos, sin, cfg.rope_interleaved)
+    # q realized: else the scores kernel recomputes its norm and rotation for every key position
+    q, k = apply_rope(q, cos, sin, cfg.rope_interleaved).contiguous(), apply_rope(k, cos, sin, cfg.rope_interleaved)
     cache = self.caches[i]
     cache[:, :, start_pos:start_pos + T].assign(k.reshape(KV, T, D).unsqueeze(0).cat(v.reshape(KV, T, D).unsqueeze(0))).realize()
     S = start_pos + T
