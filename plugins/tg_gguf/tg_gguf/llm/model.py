@@ -258,7 +258,8 @@ class Transformer:
     if cfg.is_sliding(i): ok = ok & (kpos > qpos - cfg.sliding_window)
     scores = scores.reshape(B, KV, G, T, S)
     scores = ok.unsqueeze(2).where(scores, float("-inf")) if T > 1 or cfg.is_sliding(i) else scores
-    attn = scores.softmax(-1).reshape(B, KV, G * T, S) @ vals                   # (1, KV, G*T, D)
+    # the probabilities realized: else the product with the values recomputes each exp once per output element (head_dim times)
+    attn = scores.softmax(-1).contiguous().reshape(B, KV, G * T, S) @ vals      # (1, KV, G*T, D)
     out = attn.reshape(B, H, T, D).transpose(1, 2).reshape(B, T, H * D)
     return self.linear(out, p + "attn_output.weight")
 
