@@ -38,7 +38,8 @@ def run():
   return pre, time.perf_counter() - st
 run()  # compiles and captures
 res = [run() for _ in range(RUNS)]
-print(json.dumps({"prefill": min(r[0] for r in res), "decode": min(r[1] for r in res)}))
+print(json.dumps({"prefill": min(r[0] for r in res), "decode": min(r[1] for r in res),
+                  "kernels": {"decode": len(llm._decode_jit.captured), "prefill chunk": len(llm._prefill_jit.captured)}}))
 """
 
 HF = """
@@ -116,7 +117,8 @@ def main() -> None:
   ap.add_argument("--with-llama-cpp", action="store_true", help="also measure llama.cpp (builds llama-cpp-python once, ~10 min)")
   ap.add_argument("--no-transformers", action="store_true", help="skip transformers")
   a = ap.parse_args()
-  print(f"CPU: {cpu_model()} ({os.cpu_count()} cores), {THREADS} threads; prompt 128 tokens, {a.tokens} decode steps, best of {a.runs}")
+  print(f"CPU: {cpu_model()} ({os.cpu_count()} cores), {THREADS} threads, load average {os.getloadavg()[0]:.1f}; prompt 128 tokens, "
+        f"{a.tokens} decode steps, best of {a.runs}")
   if a.with_llama_cpp: ensure_llama_cpp()
   fmt = {"PROMPT_IDS": PROMPT_IDS, "NTOK": a.tokens, "RUNS": a.runs, "THREADS": THREADS}
   with tempfile.TemporaryDirectory() as tmp:
@@ -128,6 +130,7 @@ def main() -> None:
       for peer, r in res.items():
         pre, dec = 128 / r["prefill"], a.tokens / r["decode"]
         ratio = "" if peer == "tg" else f"   tg/{peer}: prefill {128 / tg['prefill'] / pre:5.2f}x  decode {a.tokens / tg['decode'] / dec:5.2f}x"
-        print(f"{name:20s} {peer:12s} prefill {pre:8.1f} tok/s   decode {dec:7.1f} tok/s{ratio}")
+        kernels = "".join(f"   kernels per {k} {v}" for k, v in r.get("kernels", {}).items())
+        print(f"{name:20s} {peer:12s} prefill {pre:8.1f} tok/s   decode {dec:7.1f} tok/s{ratio}{kernels}")
 
 if __name__ == "__main__": main()

@@ -110,8 +110,10 @@ def test_context_overflow(smollm: Ref):
 def test_unknown_model():
   with pytest.raises(UnknownModelError, match="pip install"): resolve_model("no-such-model")
 
-def tiny_qwen2(path: pathlib.Path) -> None:
-  from tg_gguf import save_gguf
+def tiny_qwen2(path: pathlib.Path, quant: dict[str, str] | None = None) -> None:
+  """`quant` {tensor suffix: GGML type}: those 2-D weights are written quantized (the rest stay F32)."""
+  from tg_gguf import QuantizedArray, quantize, save_gguf
+  from tg_gguf.ggml_types import BY_NAME
   rng = np.random.default_rng(0)
   L, D, H, KV, F, V = 2, 64, 4, 2, 128, 256
   md = {"general.architecture": "qwen2", "general.name": "tiny", "qwen2.block_count": L, "qwen2.context_length": 128, "qwen2.embedding_length": D,
@@ -126,16 +128,24 @@ def tiny_qwen2(path: pathlib.Path) -> None:
           p + "attn_k.bias": r(KV * D // H), p + "attn_v.weight": r(KV * D // H, D), p + "attn_v.bias": r(KV * D // H),
           p + "attn_output.weight": r(D, D), p + "ffn_norm.weight": 1 + r(D), p + "ffn_gate.weight": r(F, D), p + "ffn_up.weight": r(F, D),
           p + "ffn_down.weight": r(D, F)}
+  for name, qt in ((n, qt) for n in t for suffix, qt in (quant or {}).items() if n.endswith(suffix)):
+    t[name] = QuantizedArray(quantize(t[name], BY_NAME[qt].id), BY_NAME[qt].id, t[name].shape)
   save_gguf(path, md, t)
 
-def test_qwen2_random_model(tmp_path: pathlib.Path):
-  """q/k/v biases and neox RoPE: a random 2-layer qwen2 written with save_gguf, every step's logits vs transformers."""
-  tiny_qwen2(tmp_path / "tiny.gguf")
+QWEN2_QUANTS = {"attn_q.weight": "Q8_0", "attn_k.weight": "Q8_0", "attn_v.weight": "Q8_0", "ffn_gate.weight": "Q4_1",
+                "ffn_up.weight": "Q4_1", "ffn_down.weight": "Q5_0", "attn_output.weight": "Q4_0"}
+
+@pytest.mark.parametrize("quant", [None, QWEN2_QUANTS], ids=["f32", "quantized"])
+def test_qwen2_random_model(tmp_path: pathlib.Path, quant: dict[str, str] | None):
+  """q/k/v biases and neox RoPE: a random 2-layer qwen2 written with save_gguf, every step's logits vs transformers. Quantized:
+  q/k/v (with their biases) and gate/up run as fused matvecs over the packed blocks (Weights.fused)."""
+  tiny_qwen2(tmp_path / "tiny.gguf", quant)
   hf = transformers.AutoModelForCausalLM.from_pretrained(tmp_path, gguf_file="tiny.gguf", dtype=torch.float32).eval()
 
   class Tok:
     bos_id, eos_ids, vocab_size = 0, frozenset({1}), 256
   llm = load_llm(str(tmp_path / "tiny.gguf"), progress=False, tokenizer=Tok())  # type: ignore[arg-type]
+  if quant: assert len(llm.model.w.fused) == 4  # per layer: q/k/v, gate/up
   ids = [5, 17, 99, 3, 200, 42, 7]
   with torch.no_grad(): ref = hf(torch.tensor([ids])).logits[0].numpy()
   np.testing.assert_allclose(llm.prefill(ids[:4], 0), ref[3], atol=1e-4, rtol=1e-4)
