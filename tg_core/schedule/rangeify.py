@@ -7,6 +7,7 @@ folds the index arithmetic back to plain strides wherever the views line up."""
 from __future__ import annotations
 import itertools
 import re
+from typing import Callable
 from dataclasses import dataclass, field
 
 from tg_core.dtype import AddrSpace, dtypes
@@ -14,7 +15,7 @@ from tg_core.helpers import prod
 from tg_core.uop import GroupOp, Ops
 from tg_core.uop.ops import AxisType, KernelInfo, ParamArg, UOp, same_numel, sint, svmax
 from tg_core.uop.pattern import PatternMatcher, UPat
-from tg_core.uop.rewrite import graph_rewrite
+from tg_core.uop.rewrite import BottomUpGate, graph_rewrite
 
 def strides_for_shape(shape: tuple[sint, ...]) -> tuple[sint, ...]:
   ret: list[sint] = []
@@ -106,17 +107,17 @@ def view_to_buffer(u: UOp, idx: tuple[UOp, ...], valid: UOp | None = None) -> tu
 
 # *** rangeify: a pass over INDEX(tensor node, one index per axis[, gate]) nodes, pushing each index down to the buffers ***
 
-@dataclass(frozen=True)
-class Indexed:
-  """The arg of a tensor node's INDEX, rangeify's unit of work: the value of src[0] at src[1:] (one index per axis), and
-  when `gated`, the last src is the validity gate (from the PADs above) the loads under it take."""
-  gated: bool
+# the arg of a tensor node's INDEX, rangeify's unit of work: the value of src[0] at src[1:] (one index per axis); a gated
+# one's last src is the validity gate (from the PADs above) the loads under it take. Strings: they hash fast
+INDEXED, INDEXED_GATED = "indexed", "indexed_gated"
+
+def is_indexed(u: UOp) -> bool: return u.op is Ops.INDEX and (u.arg == INDEXED or u.arg == INDEXED_GATED)
 
 def indexed(u: UOp, idx: tuple[UOp, ...], valid: UOp | None) -> UOp:
-  return UOp(Ops.INDEX, u.dtype, (u, *idx) if valid is None else (u, *idx, valid), Indexed(valid is not None))
+  return UOp(Ops.INDEX, u.dtype, (u, *idx), INDEXED) if valid is None else UOp(Ops.INDEX, u.dtype, (u, *idx, valid), INDEXED_GATED)
 
 def _unpack(x: UOp) -> tuple[UOp, tuple[UOp, ...], UOp | None]:
-  return (x.src[0], x.src[1:-1], x.src[-1]) if x.arg.gated else (x.src[0], x.src[1:], None)
+  return (x.src[0], x.src[1:-1], x.src[-1]) if x.arg == INDEXED_GATED else (x.src[0], x.src[1:], None)
 
 @dataclass
 class KernelCtx:
@@ -140,25 +141,17 @@ class KernelCtx:
       p = self.variables[v] = UOp(Ops.PARAM, v.dtype, arg=ParamArg(-1, v.dtype, None, v.arg.vmin_vmax, v.arg.multiple_of, v.arg.name, AddrSpace.ALU))
     return p
 
-def _realized_read(ctx: KernelCtx, x: UOp) -> UOp | None:
-  # a node that lives in a buffer (another kernel's output) is read from it
-  if not isinstance(x.arg, Indexed) or (u := x.src[0]) is ctx.root or (v := ctx.realized.get(u)) is None: return None
-  _, idx, valid = _unpack(x)
-  return indexed(v, idx, valid)
-
-def _load(ctx: KernelCtx, x: UOp, b: UOp) -> UOp:
+def _load(ctx: KernelCtx, b: UOp, idx: tuple[UOp, ...], valid: UOp | None) -> UOp:
   if b.is_variable: return ctx.variable(b)
-  _, idx, valid = _unpack(x)
   p, flat = ctx.param(b), idx[0] if idx else UOp.const(dtypes.weakint, 0)
   return (p.index(flat, valid) if valid is not None else p.index(flat)).load()
 
-def _bind(ctx: KernelCtx, b: UOp) -> UOp:
+def _bind(ctx: KernelCtx, b: UOp, idx: tuple[UOp, ...], valid: UOp | None) -> UOp:
   var, val = b.unbind()
   ctx.var_vals[var.arg.name] = val
   return ctx.variable(var)
 
-def _reduce(ctx: KernelCtx, x: UOp, r: UOp) -> UOp:
-  _, idx, valid = _unpack(x)
+def _reduce(ctx: KernelCtx, r: UOp, idx: tuple[UOp, ...], valid: UOp | None) -> UOp:
   ctx.has_reduce = True
   new_idx, rngs = list(idx), []
   for a in r.arg[1]:
@@ -166,36 +159,45 @@ def _reduce(ctx: KernelCtx, x: UOp, r: UOp) -> UOp:
     new_idx[a] = rng
   return UOp(Ops.REDUCE, r.dtype, (indexed(r.src[0], tuple(new_idx), valid), *rngs), r.arg[0])
 
-def _movement(x: UOp, m: UOp) -> UOp:
-  _, idx, valid = _unpack(x)
-  return indexed(m.src[0], movement_idx[m.op](m, idx), valid)
+def _movement(ctx: KernelCtx, m: UOp, idx: tuple[UOp, ...], valid: UOp | None) -> UOp: return indexed(m.src[0], movement_idx[m.op](m, idx), valid)
 
-def _pad(x: UOp, m: UOp) -> UOp:
-  _, idx, valid = _unpack(x)
+def _pad(ctx: KernelCtx, m: UOp, idx: tuple[UOp, ...], valid: UOp | None) -> UOp:
   nidx, gate = _pad_idx(m, idx)
   inner = indexed(m.src[0], nidx, _and(valid, gate))
   return gate.where(inner, inner.const_like(0)) if gate is not None else inner
 
-def _elementwise(x: UOp, e: UOp) -> UOp:
-  _, idx, valid = _unpack(x)
+def _elementwise(ctx: KernelCtx, e: UOp, idx: tuple[UOp, ...], valid: UOp | None) -> UOp:
   return UOp(e.op, e.dtype, tuple(indexed(s, idx, valid) for s in e.src), e.arg)
 
-def _cant_index(x: UOp) -> None:
-  if isinstance(x.arg, Indexed): raise NotImplementedError(f"rangeify: can't index {x.src[0].op}")
+# the value of a tensor node at an index, by the node's op: (ctx, node, index, gate) -> the value
+rangeify_rules: dict[Ops, Callable[[KernelCtx, UOp, tuple[UOp, ...], UOp | None], UOp]] = {
+  Ops.BUFFER: _load,
+  Ops.CONST: lambda ctx, c, idx, valid: UOp.const(c.dtype, c.arg),
+  Ops.BIND: _bind,
+  **{op: lambda ctx, u, idx, valid: indexed(u.src[0], idx, valid) for op in (Ops.DETACH, Ops.CONTIGUOUS_BACKWARD, Ops.CONTIGUOUS)},
+  Ops.REDUCE_AXIS: _reduce,
+  Ops.PAD: _pad,
+  **{op: _movement for op in movement_idx},
+  **{op: _elementwise for op in GroupOp.ALU | {Ops.CAST, Ops.BITCAST}},
+}
 
-def _tidx(src: UPat) -> UPat: return UPat(Ops.INDEX, src=(src,), allow_any_len=True, name="x")
+def _rangeify(ctx: KernelCtx, x: UOp) -> UOp | None:
+  if not is_indexed(x): return None  # a kernel's own INDEX (of a PARAM)
+  u, idx, valid = _unpack(x)
+  # a node that lives in a buffer (another kernel's output) is read from it
+  if u is not ctx.root and (v := ctx.realized.get(u)) is not None: return indexed(v, idx, valid)
+  if (f := rangeify_rules.get(u.op)) is None: raise NotImplementedError(f"rangeify: can't index {u.op}")
+  return f(ctx, u, idx, valid)
 
+def _done(x: UOp) -> None:
+  # index arithmetic and loads hold no tensor nodes: don't walk them (a weakint tensor ALU's rangeified form has INDEX sources)
+  if not any(is_indexed(s) for s in x.src): raise BottomUpGate
+
+# PatternMatcher dispatches on the INDEX, the table above on what it indexes (one dict lookup, no matching)
 pm_rangeify = PatternMatcher([
-  (UPat(Ops.INDEX, name="x"), _realized_read),
-  (_tidx(UPat(Ops.BUFFER, name="b")), _load),
-  (_tidx(UPat(Ops.CONST, name="c")), lambda x, c: UOp.const(c.dtype, c.arg) if isinstance(x.arg, Indexed) else None),
-  (_tidx(UPat(Ops.BIND, name="b")), lambda ctx, x, b: _bind(ctx, b)),
-  (_tidx(UPat((Ops.DETACH, Ops.CONTIGUOUS_BACKWARD, Ops.CONTIGUOUS), name="u")), lambda x, u: indexed(u.src[0], *_unpack(x)[1:])),
-  (_tidx(UPat(Ops.REDUCE_AXIS, name="r")), _reduce),
-  (_tidx(UPat(Ops.PAD, name="m")), _pad),
-  (_tidx(UPat(tuple(movement_idx), name="m")), _movement),
-  (_tidx(UPat(GroupOp.ALU | {Ops.CAST, Ops.BITCAST}, name="e")), _elementwise),
-  (UPat(Ops.INDEX, name="x"), _cant_index),
+  (UPat(Ops.INDEX, name="x"), _rangeify),
+  (UPat(GroupOp.ALU | {Ops.RANGE, Ops.CONST}, dtype=dtypes.weakint, name="x"), _done),
+  (UPat((Ops.LOAD, Ops.PARAM), name="x"), _done),
 ])
 
 def kernel_name(out_shape: tuple[sint, ...], has_reduce: bool, reduce_shape: tuple[sint, ...] = ()) -> str:
@@ -221,4 +223,4 @@ def build_kernel(root: UOp, realized: dict[UOp, UOp], out_view: UOp) -> tuple[UO
   if vs := {u: ctx.variable(u) for u in ast.toposort() if u.is_variable}: ast = ast.substitute(vs)
   return ast, tuple(ctx.params), ctx.var_vals
 
-__all__ = ["build_kernel", "linear_index", "strides_for_shape", "view_to_buffer", "pm_rangeify", "indexed", "Indexed", "KernelCtx"]
+__all__ = ["build_kernel", "linear_index", "strides_for_shape", "view_to_buffer", "pm_rangeify", "rangeify_rules", "indexed", "is_indexed", "KernelCtx"]
