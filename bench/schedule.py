@@ -1,7 +1,7 @@
 """Benchmark of the scheduler: create_schedule (uncached) on a transformer forward and on a deep elementwise chain.
 
-The peer, measured in the same run, is a plain walk of the same graph (`toposort`): the ratio says how many graph walks
-one scheduling costs, which stays comparable across machines.
+Times are process CPU time (steadier than wall time on a shared machine). The peer, measured in the same run, is a plain
+walk of the same graph (`toposort`): the ratio says how many graph walks one scheduling costs, comparable across machines.
 
   python bench/schedule.py [--layers N] [--tokens T] [--depth D] [--reps R]
 """
@@ -50,12 +50,12 @@ def measure(t: Tensor, reps: int) -> tuple[float, float]:
   sink = UOp.sink(t.uop)
   sched, walk = [], []
   for _ in range(reps):
-    st = time.perf_counter()
+    st = time.process_time()
     topo = list(sink.toposort())
-    walk.append(time.perf_counter() - st)
-    st = time.perf_counter()
+    walk.append(time.process_time() - st)
+    st = time.process_time()
     create_schedule(sink, topo)
-    sched.append(time.perf_counter() - st)
+    sched.append(time.process_time() - st)
   return statistics.median(sched), statistics.median(walk)
 
 def main() -> None:
