@@ -61,7 +61,7 @@ def test_passes_in_rewrite_stats():
 
 def test_kernel_graph_spec():
   a = rnd(4, 6)
-  x = Tensor(a)
+  x = Tensor(a, device="CPU")
   t = (x.sum(1, keepdim=True) + x).exp().to("PYTHON")
   items, _ = create_schedule(UOp.sink(t.uop))
   g = kernel_graph(items)
