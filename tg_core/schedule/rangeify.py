@@ -159,7 +159,10 @@ def _reduce(ctx: KernelCtx, r: UOp, idx: tuple[UOp, ...], valid: UOp | None) -> 
     new_idx[a] = rng
   return UOp(Ops.REDUCE, r.dtype, (indexed(r.src[0], tuple(new_idx), valid), *rngs), r.arg[0])
 
-def _movement(ctx: KernelCtx, m: UOp, idx: tuple[UOp, ...], valid: UOp | None) -> UOp: return indexed(m.src[0], movement_idx[m.op](m, idx), valid)
+def _movement(ctx: KernelCtx, m: UOp, idx: tuple[UOp, ...], valid: UOp | None) -> UOp:
+  # a constant is the same at every index: skip the index math of its views
+  if (c := m.src[0]).op is Ops.CONST and c not in ctx.realized: return UOp.const(c.dtype, c.arg)
+  return indexed(c, movement_idx[m.op](m, idx), valid)
 
 def _pad(ctx: KernelCtx, m: UOp, idx: tuple[UOp, ...], valid: UOp | None) -> UOp:
   nidx, gate = _pad_idx(m, idx)
