@@ -103,8 +103,11 @@ class GlobalCounters:
   time_sum_s: float = 0.0
   kernel_count: int = 0
   mem_used: int = 0
+  mem_peak: int = 0  # the most mem_used has been since the last reset
   @staticmethod
-  def reset() -> None: GlobalCounters.global_ops, GlobalCounters.global_mem, GlobalCounters.time_sum_s, GlobalCounters.kernel_count = 0, 0, 0.0, 0
+  def reset() -> None:
+    GlobalCounters.global_ops, GlobalCounters.global_mem, GlobalCounters.time_sum_s, GlobalCounters.kernel_count = 0, 0, 0.0, 0
+    GlobalCounters.mem_peak = GlobalCounters.mem_used
 
 class Timing(contextlib.ContextDecorator):
   def __init__(self, prefix: str = "", on_exit: Callable[[int], str] | None = None, enabled: bool = True):

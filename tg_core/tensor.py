@@ -141,7 +141,9 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, RandomMixin,
   def lazydata(self) -> UOp: return self.uop
 
   # *** realize ***
-  def schedule_with_vars(self, *lst: Tensor) -> tuple[list, dict[str, int]]:
+  def schedule_with_vars(self, *lst: Tensor) -> tuple[list, dict[str, int]]: return self._schedule(*lst)[:2]
+  def _schedule(self, *lst: Tensor) -> tuple[list, dict[str, int], int]:
+    """(items, Variable values, the first buffer number the scheduler itself created: those buffers are new)."""
     from tg_core.schedule.cache import create_schedule_cached
     from tg_core.function import resolve_calls
     from tg_core.schedule.variables import has_binds, rebind, unbind_graph, var_vals_of
@@ -161,6 +163,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, RandomMixin,
       (sink, multi_map), topo = multi_to_per_device(sink, topo), None
     else: multi_map = None
     var_vals: dict[str, int] = {}
+    first_new = next(UOp.unique_num)
     if has_binds(topo if topo is not None else (topo := list(sink.toposort()))):
       # bound values are runtime arguments: schedule (and cache) the graph over the bare Variables, then bind the results again
       sink, unbound, binds = unbind_graph(sink, topo)
@@ -177,7 +180,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, RandomMixin,
       for t in (self, *lst): t.uop = becomes.get(t.uop, t.uop)
       for t in list(after_holders.values()):
         if t.uop.op is Ops.AFTER and (nu := becomes.get(t.uop)) is not None: t.uop = nu
-    return items, var_vals
+    return items, var_vals, first_new
   def schedule(self, *lst: Tensor) -> list:
     """The kernels that realize these tensors, in order. The tensors now refer to their (not yet filled) buffers: run the
     items with `tg_core.engine.realize.run_schedule`."""
@@ -185,8 +188,10 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, RandomMixin,
   def realize(self, *lst: Tensor, do_update_stats: bool = True) -> Tensor:
     if not lst and self.uop.op is Ops.BUFFER and not self.uop.is_variable: return self  # a bare buffer: nothing to schedule
     from tg_core.engine.realize import run_schedule
-    items, var_vals = self.schedule_with_vars(*lst)
-    run_schedule(items, var_vals)
+    items, var_vals, first_new = self._schedule(*lst)
+    # the buffers this schedule made are its intermediates, but for those the realized tensors now hold
+    held = {_base_of(t.uop) for t in (self, *lst)}
+    run_schedule(items, var_vals, {b for si in items for b in si.bufs if b.arg.slot >= first_new and b not in held})
     return self
   def contiguous(self, *args: Any, **kwargs: Any) -> Tensor: return self._apply_uop(lambda u: u.contiguous())
   def contiguous_backward(self) -> Tensor: return self._apply_uop(lambda u: u.contiguous_backward())
@@ -787,6 +792,10 @@ def _replaced(old_sink: UOp, new_sink: UOp, u: UOp) -> UOp | None:
   for o, n in zip(old_sink.src, new_sink.src):
     if o is u and n is not u: return n
   return None
+
+def _base_of(u: UOp) -> UOp:
+  while u.op in GroupOp.Movement: u = u.src[0]
+  return u
 
 def _is_flat_contiguous(u: UOp) -> bool:
   return u.op is Ops.BUFFER or (u.op is Ops.RESHAPE and u.src[0].op is Ops.BUFFER)

@@ -175,7 +175,9 @@ class Buffer:
     else:
       self._buf = allocator.alloc(self.nbytes, self.options)
       self._owned = self.options is None or self.options.external_ptr is None
-      if self._owned and allocator.tracks_mem_used: GlobalCounters.mem_used += self.nbytes
+      if self._owned and allocator.tracks_mem_used:
+        GlobalCounters.mem_used += self.nbytes
+        GlobalCounters.mem_peak = max(GlobalCounters.mem_peak, GlobalCounters.mem_used)
     self._allocator = allocator
     if DEBUG >= 7: print(f"buffer: allocate {self.nbytes} bytes on {self.device}")
     return self

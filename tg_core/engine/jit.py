@@ -68,6 +68,7 @@ class TinyJit(Generic[R]):
         _realize_ret(ret)
       finally: self.captured = capturing.pop()
       self.input_sig, self.input_bufs = sig, [_input_buffer(t) for t in inputs]
+      self.captured = _plan_captured(self.captured, self.input_bufs)
       self.ret = ret
       self.cnt += 1
       if DEBUG >= 1: print(f"JIT captured {len(self.captured)} kernels with {len(inputs)} inputs")
@@ -124,6 +125,18 @@ def _step_args(captured: list[tuple[Any, list[Buffer], dict[str, int]]], plan: l
     swaps = [(j, pos, inp[id(b)]) for j, bl in enumerate(bufs) for pos, b in enumerate(bl) if id(b) in inp]
     ret.append((captured[idx[0]][0], bufs, swaps, [captured[i][2] for i in idx]))
   return ret
+
+def _plan_captured(captured: list[tuple[Any, list[Buffer], dict[str, int]]], inputs: list[Buffer]) -> list[tuple[Any, list[Buffer], dict[str, int]]]:
+  """The capture with its intermediates (buffers only the capture still uses: no live BUFFER uop names them, they aren't
+  inputs) moved into memory shared where their lifetimes over the whole step allow."""
+  from tg_core.engine.realize import buffers
+  from tg_core.schedule.memory import plan_buffers
+  held = {id(b) for b in buffers.values()} | {id(b) for b in inputs}
+  cands = {b for _, bufs, _ in captured for b in bufs if id(b) not in held}
+  if len(cands) < 2 or not (planned := plan_buffers([bufs for _, bufs, _ in captured], cands)): return captured
+  for b in planned.values(): b.ensure_allocated()
+  if DEBUG >= 1: print(f"JIT memory planner: {len(planned)} intermediates share {planned[next(iter(planned))].base.nbytes} bytes")
+  return [(runner, [planned.get(b, b) for b in bufs], vv) for runner, bufs, vv in captured]
 
 def _realize_ret(ret: Any) -> None:
   from tg_core.tensor import Tensor

@@ -68,7 +68,17 @@ def get_runner(device: str, ast: UOp) -> CompiledRunner:
     r = _runner_cache[key] = CompiledRunner(device, ast, opts)
   return r
 
-def run_schedule(items: list[ScheduleItem], var_vals: dict[str, int] | None = None) -> None:
+def plan_memory(items: list[ScheduleItem], intermediates: set[UOp]) -> None:
+  """Back the `intermediates` (BUFFERs nothing outside `items` uses) by views of shared arenas where their lifetimes allow."""
+  from tg_core.schedule.memory import plan_buffers
+  fresh = {u: Buffer(u.arg.device, u.arg.size, u.dtype) for u in intermediates if u not in buffers and isinstance(u.arg.device, str)}
+  if len(fresh) < 2: return
+  planned = plan_buffers([[fresh[b] for b in si.bufs if b in fresh] for si in items], set(fresh.values()))
+  for u, b in fresh.items(): buffers[u] = planned.get(b, b)
+
+def run_schedule(items: list[ScheduleItem], var_vals: dict[str, int] | None = None, intermediates: set[UOp] | None = None) -> None:
+  """Run the items in order. `intermediates`: buffers only these items use (the memory planner may share their memory)."""
+  if intermediates: plan_memory(items, intermediates)
   for si in items:
     bufs = [buffer_of(b) for b in si.bufs]
     st = time.perf_counter()
@@ -94,4 +104,4 @@ def run_schedule(items: list[ScheduleItem], var_vals: dict[str, int] | None = No
       print(f"{colored(f'*** {device[:7]:7s} {GlobalCounters.kernel_count:4d}', 'magenta' if si.ast.op is Ops.COPY else 'green')} "
             f"{name:40s} tm {time_to_str(et)} ({GlobalCounters.time_sum_s*1e3:9.2f} ms total)")
 
-__all__ = ["UnboundVariableError", "run_schedule", "buffer_of", "buffers", "get_runner", "CompiledRunner"]
+__all__ = ["UnboundVariableError", "run_schedule", "plan_memory", "buffer_of", "buffers", "get_runner", "CompiledRunner"]

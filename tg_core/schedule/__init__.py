@@ -7,9 +7,11 @@
 from __future__ import annotations
 from dataclasses import dataclass, field
 
-from tg_core.helpers import DEBUG
+from tg_core.helpers import DEBUG, SPEC
 from tg_core.uop import GroupOp, Ops
 from tg_core.uop.ops import UOp
+from tg_core.uop.pattern import PatternMatcher, UPat
+from tg_core.uop.rewrite import graph_rewrite
 from tg_core.schedule.rangeify import build_kernel
 
 @dataclass(frozen=True)
@@ -43,34 +45,48 @@ def _users_through_views(u: UOp, children: dict[UOp, list[UOp]]) -> set[UOp]:
       else: users.add(c)
   return users
 
+# *** realize decisions: a pass that marks the nodes that get a buffer (ctx.realizes), rewriting nothing ***
+
+@dataclass
+class ScheduleCtx:
+  """What the scheduler's passes share: the graph's consumers, the realize points, and (splitting) the items and the
+  buffer view every realized node now lives in."""
+  topo: list[UOp]
+  children: dict[UOp, list[UOp]] = field(default_factory=dict)
+  realizes: dict[UOp, None] = field(default_factory=dict)
+  realized: dict[UOp, UOp] = field(default_factory=dict)
+  items: list[ScheduleItem] = field(default_factory=list)
+  def __post_init__(self) -> None: self.children = _consumers(self.topo)
+
+def _realize(ctx: ScheduleCtx, *us: UOp) -> None: ctx.realizes.update((u, None) for u in us)
+
+def _reduce_needs_realize(ctx: ScheduleCtx, r: UOp) -> bool:
+  """A reduction used more than once, or expanded or reduced again before its next realize point: recomputing it would
+  repeat the whole reduction per element (a consuming REDUCE_AXIS would run it serially in each of its iterations)."""
+  if len(_users_through_views(r, ctx.children)) > 1: return True
+  stack, seen = list(ctx.children.get(r, [])), set()
+  while stack:  # the single-consumer chain up to the next realize point
+    c = stack.pop()
+    if c in seen or c.op in {Ops.SINK, Ops.CONTIGUOUS, Ops.COPY, Ops.AFTER, Ops.STORE}: continue
+    seen.add(c)
+    if c.op in (Ops.EXPAND, Ops.REDUCE_AXIS): return True
+    stack.extend(ctx.children.get(c, []))
+  return False
+
+pm_realize = PatternMatcher([
+  # the outputs, unless they are views of buffers already
+  (UPat(Ops.SINK, name="s"), lambda ctx, s: _realize(ctx, *[o for o in s.src if not is_buffer_view(o)])),
+  (UPat(Ops.CONTIGUOUS, name="c"), lambda ctx, c: None if is_contiguous_buffer(c.src[0]) else _realize(ctx, c)),
+  (UPat(Ops.AFTER, name="a"), lambda ctx, a: _realize(ctx, a)),
+  # a copy and its source (unless that is a buffer already)
+  (UPat(Ops.COPY, name="c"), lambda ctx, c: _realize(ctx, c) if is_contiguous_buffer(c.src[0]) else _realize(ctx, c, c.src[0])),
+  (UPat(Ops.REDUCE_AXIS, name="r"), lambda ctx, r: _realize(ctx, r) if _reduce_needs_realize(ctx, r) else None),
+])
+
 def get_realizes(sink: UOp, topo: list[UOp]) -> dict[UOp, None]:
-  children = _consumers(topo)
-  realizes: dict[UOp, None] = {}
-  for out in sink.src:
-    if not is_buffer_view(out): realizes[out] = None
-  for u in topo:
-    if u.op is Ops.CONTIGUOUS and not (is_contiguous_buffer(u.src[0])): realizes[u] = None
-    elif u.op is Ops.AFTER: realizes[u] = None
-    elif u.op is Ops.COPY:
-      realizes[u] = None
-      if not is_contiguous_buffer(u.src[0]): realizes[u.src[0]] = None
-    elif u.op is Ops.REDUCE_AXIS:
-      if len(_users_through_views(u, children)) > 1: realizes[u] = None
-      else:
-        # walk the single-consumer chain up to the next realize point: an EXPAND on the way means recompute
-        stack = list(children.get(u, []))
-        seen: set[UOp] = set()
-        while stack:
-          c = stack.pop()
-          if c in seen or c.op in {Ops.SINK, Ops.CONTIGUOUS, Ops.COPY, Ops.AFTER, Ops.STORE}: continue
-          seen.add(c)
-          # an EXPAND means recompute per element; a consuming REDUCE_AXIS would run this whole reduction serially
-          # inside each of its reduce iterations (and lose the parallelism of its output axes)
-          if c.op in (Ops.EXPAND, Ops.REDUCE_AXIS):
-            realizes[u] = None
-            break
-          stack.extend(children.get(c, []))
-  return realizes
+  ctx = ScheduleCtx(topo)
+  graph_rewrite(sink, pm_realize, ctx, enter_calls=True, name="schedule: realize decisions")
+  return ctx.realizes
 
 def _view_top_reads(sink: UOp) -> dict[UOp, list[tuple[UOp, UOp]]]:
   """For each BUFFER: the (consumer, view) pairs that read it, a view being the movement-op chain over the buffer.
@@ -108,40 +124,61 @@ def fix_write_hazards(sink: UOp, topo: list[UOp]) -> UOp:
           if u.op is Ops.AFTER and len(u.src) >= 2 and u.src[1].op is Ops.STORE and u.src[0].base in snaps}
   return sink.substitute(adds, walk=False) if adds else sink
 
+# *** kernel splitting: a pass over the graph in topological order; each realize point becomes one item ***
+
+def _split_assign(ctx: ScheduleCtx, a: UOp) -> None:
+  ast, bufs, var_vals = build_kernel(a, ctx.realized, target := a.src[0])
+  ctx.items.append(ScheduleItem(ast, bufs, var_vals))
+  ctx.realized[a] = target
+
+def _new_buffer(ctx: ScheduleCtx, u: UOp) -> tuple[UOp, UOp] | None:
+  """A buffer for realize point u and its view with u's shape (None for an empty u, which gets an empty buffer)."""
+  if (n := u.max_numel()) == 0:
+    ctx.realized[u] = UOp.new_buffer(u.device, 0, u.dtype).reshape(u.shape)
+    return None
+  # a symbolic shape gets a buffer of its largest size, viewed (shrunk) to the shape
+  buf = UOp.new_buffer(u.device, n, u.dtype)
+  return buf, buf.view_as(u.shape) if u.shape != (buf.arg.size,) else buf
+
+def _split_copy(ctx: ScheduleCtx, c: UOp) -> None:
+  if c not in ctx.realizes or (bv := _new_buffer(ctx, c)) is None: return
+  src = ctx.realized.get(c.src[0], c.src[0])
+  src_buf = src if src.op is Ops.BUFFER else src.src[0]
+  ctx.items.append(ScheduleItem(c.replace(src=(src_buf, c.src[1])), (bv[0], src_buf)))
+  ctx.realized[c] = bv[1]
+
+def _split_kernel(ctx: ScheduleCtx, u: UOp) -> None:
+  if u not in ctx.realizes: return
+  if u.op is Ops.CONTIGUOUS and is_contiguous_buffer(u.src[0]):  # a contiguous buffer already: that buffer
+    ctx.realized[u] = ctx.realized.get(u.src[0], u.src[0])
+    return
+  if (bv := _new_buffer(ctx, u)) is None: return
+  ast, bufs, var_vals = build_kernel(u, ctx.realized, bv[1])
+  ctx.items.append(ScheduleItem(ast, bufs, var_vals))
+  ctx.realized[u] = bv[1]
+
+pm_split_kernels = PatternMatcher([
+  (UPat(Ops.AFTER, name="a"), lambda ctx, a: _split_assign(ctx, a) if a in ctx.realizes else None),
+  (UPat(Ops.COPY, name="c"), _split_copy),
+  (UPat(GroupOp.All - {Ops.SINK, Ops.AFTER, Ops.COPY}, name="u"), _split_kernel),
+])
+
+def kernel_graph(items: list[ScheduleItem]) -> UOp:
+  """The schedule as a kernel graph (a SINK of CALLs of each item's kernel over its buffers), for spec_kernel_graph."""
+  return UOp.sink(*[si.ast.call(*si.bufs) for si in items])
+
 def create_schedule(sink: UOp, topo: list[UOp] | None = None) -> tuple[list[ScheduleItem], dict[UOp, UOp]]:
   """Schedule the tensors in `sink` (`topo`: sink.toposort(), if the caller has it). Returns the items in execution order
   and a map from every realized tensor node to the view of the buffer that now holds it."""
   orig, topo = sink, topo if topo is not None else list(sink.toposort())
   if (sink := fix_write_hazards(sink, topo)) is not orig: topo = list(sink.toposort())
-  realizes = get_realizes(sink, topo)
-  realized: dict[UOp, UOp] = {}
-  items: list[ScheduleItem] = []
-  for u in topo:
-    if u not in realizes: continue
-    if u.op is Ops.CONTIGUOUS and is_contiguous_buffer(u.src[0]):
-      realized[u] = realized.get(u.src[0], u.src[0])
-      continue
-    device = u.device
-    if u.op is Ops.AFTER:
-      target = u.src[0]
-      ast, bufs, var_vals = build_kernel(u, realized, target)
-      items.append(ScheduleItem(ast, bufs, var_vals))
-      realized[u] = target
-      continue
-    if (n := u.max_numel()) == 0:
-      realized[u] = UOp.new_buffer(device, 0, u.dtype).reshape(u.shape)
-      continue
-    # a symbolic shape gets a buffer of its largest size, viewed (shrunk) to the shape
-    buf = UOp.new_buffer(device, n, u.dtype)
-    view = buf.view_as(u.shape) if u.shape != (buf.arg.size,) else buf
-    if u.op is Ops.COPY:
-      src = realized.get(u.src[0], u.src[0])
-      src_buf = src if src.op is Ops.BUFFER else src.src[0]
-      items.append(ScheduleItem(u.replace(src=(src_buf, u.src[1])), (buf, src_buf)))
-    else:
-      ast, bufs, var_vals = build_kernel(u, realized, view)
-      items.append(ScheduleItem(ast, bufs, var_vals))
-    realized[u] = view
+  ctx = ScheduleCtx(topo)
+  graph_rewrite(sink, pm_realize, ctx, enter_calls=True, name="schedule: realize decisions")
+  graph_rewrite(sink, pm_split_kernels, ctx, enter_calls=True, name="schedule: split kernels")
+  items, realized = ctx.items, ctx.realized
+  if SPEC:
+    from tg_core.uop.spec import spec_kernel_graph, verify_if_spec
+    verify_if_spec(kernel_graph(items), spec_kernel_graph, "kernel graph")
   if DEBUG >= 3: print(f"scheduled {len(items)} items for {len(sink.src)} outputs")
   if sink is not orig: realized.update({o: realized[n] for o, n in zip(orig.src, sink.src) if n in realized})
   return items, realized

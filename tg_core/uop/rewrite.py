@@ -9,7 +9,8 @@ from tg_core.uop.ops import UOp, _OPAQUE_CALL_BODIES
 from tg_core.uop.pattern import PatternMatcher, UPat, match_stats
 
 class BottomUpGate(Exception):
-  """Raised by a bottom-up rule to keep a node as it is and not descend into its sources."""
+  """Raised by a bottom-up rule to keep a node as it is and not descend into its sources. Raised on what a rule made of
+  the node, that result is kept (its sources not walked): the gate carries it in args[0]."""
 
 class RewriteContext:
   def __init__(self, pm: PatternMatcher, ctx: Any, bottom_up: bool, walk: bool, enter_calls: bool):
@@ -22,10 +23,14 @@ class RewriteContext:
 
   def _bottom_up_fixed_point(self, n: UOp) -> UOp:
     cur = n
-    while (nxt := self.pm.rewrite(cur, self.ctx)) is not None:
+    while True:
+      try: nxt = self.pm.rewrite(cur, self.ctx)
+      except BottomUpGate:
+        if cur is n: raise
+        raise BottomUpGate(cur) from None
+      if nxt is None: return cur
       cur = nxt
-      if self.walk: break
-    return cur
+      if self.walk: return cur
 
   def _push_srcs(self, stack: list[tuple[UOp, int, UOp]], n: UOp, in_progress: set[UOp]) -> None:
     if self._skip_body(n): self.replace[n.src[0]] = n.src[0]
@@ -47,8 +52,8 @@ class RewriteContext:
       if stage == 0:
         if self.bottom_up:
           try: new_n = self._bottom_up_fixed_point(n)
-          except BottomUpGate:
-            replace[n] = n
+          except BottomUpGate as gate:
+            replace[n] = gate.args[0] if gate.args and isinstance(gate.args[0], UOp) else n
             continue
           if new_n is not n:
             if self.walk:  # a walk offers each node to the rules once: the result's sources are still walked
@@ -57,7 +62,10 @@ class RewriteContext:
               self._push_srcs(stack, new_n, in_progress)
               continue
             stack.append((n, 2, new_n))
-            stack.append((new_n, 0, new_n))
+            # the fixed point ended at new_n: no rule matches it, so it goes straight on to its sources
+            if new_n not in replace:
+              stack.append((new_n, 1, new_n))
+              self._push_srcs(stack, new_n, in_progress)
             continue
         stack.append((n, 1, new_n))
         self._push_srcs(stack, new_n, in_progress)
