@@ -85,7 +85,7 @@ class Weights:
       if info.format.dequantize in PLAIN_DTYPES:
         self.tensors[name] = f.tensor(name, device).cast(dtypes.float32).contiguous().realize()
       else:
-        self.packed[name] = f.raw(name, device).contiguous().realize()
+        self.packed[name] = f.read_raw(name, device)
         deq = dequantize_blocks(self.packed[name], info.format)
         self.tensors[name] = deq.reshape(info.shape)
         if len(info.shape) == 2: self.blocked[name] = deq.reshape(info.shape[0], info.shape[1] // info.format.block_elems, info.format.block_elems)
