@@ -289,7 +289,8 @@ def _pread_exact(path: str, mv: memoryview, offset: int) -> None:
   try:
     done = 0
     while done < mv.nbytes:
-      if (n := os.preadv(fd, [mv[done:]], offset + done)) <= 0: raise GGUFTruncatedError(f"{path}: the file ended at byte {offset + done} while reading tensor data")
+      if (n := os.preadv(fd, [mv[done:]], offset + done)) <= 0:
+        raise GGUFTruncatedError(f"{path}: the file ended at byte {offset + done} while reading tensor data (was it truncated?)")
       done += n
   finally: os.close(fd)
 
