@@ -138,8 +138,8 @@ def test_tensor_across_chunk_boundary(tmp_path: pathlib.Path):
   assert np.array_equal(f.tensor("a").numpy(), a)
 
 @pytest.mark.parametrize("device", [None, "PYTHON"])
-def test_read_raw_across_chunks(tmp_path: pathlib.Path, device: str | None):
-  """read_raw (os.preadv into the device buffer, a bounce buffer where it isn't host-visible) gives the file's bytes of each tensor,
+def test_read_raw_and_plain_across_chunks(tmp_path: pathlib.Path, device: str | None):
+  """read_raw and read_plain (os.preadv into the device buffer, a bounce buffer where it isn't host-visible) gives the file's bytes of each tensor,
   also when chunks cut it, and with no page of the file mapped."""
   from tg_gguf import save_gguf
   rng = np.random.default_rng(2)
@@ -157,4 +157,5 @@ def test_read_raw_across_chunks(tmp_path: pathlib.Path, device: str | None):
       info = f.tensors[name]
       assert got.shape == (info.n_blocks, info.format.block_bytes) and got.dtype == dtypes.uint8
       assert got.numpy().tobytes() == data[info.offset:info.offset + info.nbytes] == ref.tobytes()
+      assert_same_bits(f.read_plain(name, device).numpy(), ref, f"read_plain({name!r})")
   with open("/proc/self/maps") as fh: assert not [ln for ln in fh if str(tmp_path) in ln], "read_raw left a mapping of the file"

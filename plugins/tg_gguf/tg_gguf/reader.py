@@ -361,10 +361,19 @@ class GGUFFile:
     """The stored blocks of tensor `name` as `raw` gives them, but read now with os.preadv straight into a realized buffer on `device`
     (through a bounce buffer where its memory isn't host-visible). Unlike copying from the DISK mapping, this leaves none of the file's
     pages resident in the process: a loaded model costs its weights once, not twice."""
-    from tg_core.engine.realize import buffer_of
     info = self._info(name)
-    dev = Device.canonicalize(device) if device is not None else Device.DEFAULT
-    out = Tensor.empty(info.n_blocks, info.format.block_bytes, dtype=dtypes.uint8, device=dev).realize()
+    return self._read_into(info, Tensor.empty(info.n_blocks, info.format.block_bytes, dtype=dtypes.uint8, device=device))
+
+  def read_plain(self, name: str, device: str | None = None) -> Tensor:
+    """Tensor `name` of a plain stored type (F32, F16, ...; see `tensor`) in that dtype, read like `read_raw` into a realized buffer."""
+    info = self._info(name)
+    if (dt := PLAIN_DTYPES.get(info.format.dequantize)) is None:
+      raise GGUFTensorError(f"{self.name}: tensor {name!r} is {info.format.name}, not a plain type: use read_raw for its blocks")
+    return self._read_into(info, Tensor.empty(*info.shape, dtype=dt, device=device))
+
+  def _read_into(self, info: GGUFTensorInfo, empty: Tensor) -> Tensor:
+    from tg_core.engine.realize import buffer_of
+    out = empty.realize()
     if info.nbytes == 0: return out
     buf = buffer_of(out.uop.base)
     try: mv, bounce = buf.as_buffer(force_zero_copy=True), False

@@ -83,7 +83,7 @@ class Weights:
     for i, name in enumerate(f.tensors):
       info = f.tensors[name]
       if info.format.dequantize in PLAIN_DTYPES:
-        self.tensors[name] = f.tensor(name, device).cast(dtypes.float32).contiguous().realize()
+        self.tensors[name] = f.read_plain(name, device).cast(dtypes.float32).contiguous().realize()
       else:
         self.packed[name] = f.read_raw(name, device)
         deq = dequantize_blocks(self.packed[name], info.format)
