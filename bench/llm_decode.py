@@ -116,7 +116,8 @@ def main() -> None:
   ap.add_argument("--with-llama-cpp", action="store_true", help="also measure llama.cpp (builds llama-cpp-python once, ~10 min)")
   ap.add_argument("--no-transformers", action="store_true", help="skip transformers")
   a = ap.parse_args()
-  print(f"CPU: {cpu_model()} ({os.cpu_count()} cores), {THREADS} threads; prompt 128 tokens, {a.tokens} decode steps, best of {a.runs}")
+  print(f"CPU: {cpu_model()} ({os.cpu_count()} cores), {THREADS} threads; prompt 128 tokens, {a.tokens} decode steps, best of {a.runs}; "
+        f"load average {os.getloadavg()[0]:.1f}")
   if a.with_llama_cpp: ensure_llama_cpp()
   fmt = {"PROMPT_IDS": PROMPT_IDS, "NTOK": a.tokens, "RUNS": a.runs, "THREADS": THREADS}
   with tempfile.TemporaryDirectory() as tmp:
