@@ -1,6 +1,6 @@
-"""Loads compiled objects into llvmlite's MCJIT and runs kernels on host threads.
+"""Loads compiled objects (`tg_cpu_x86.elf`, with llvmlite's MCJIT for what it doesn't handle) and runs kernels on host threads.
 
-Each program gets its own execution engine (kernel names repeat across programs). Calls go through ctypes, which
+Each program is its own loaded image (kernel names repeat across programs). Calls go through ctypes, which
 releases the GIL for the foreign call, so the chunks of a split kernel (see `tg_cpu_x86.abi`) run in parallel on a
 thread pool. `NUM_CPU_THREADS` (0: os.cpu_count()) caps the number of threads.
 
@@ -22,6 +22,7 @@ import llvmlite.binding as llvm
 from tg_core.helpers import NUM_CPU_THREADS
 from tg_cpu_x86.abi import symbol_name, work_symbol
 from tg_cpu_x86.compiler import _init_llvm, create_target_machine
+from tg_cpu_x86.elf import ELFLoadError, LoadedObject
 
 # single-thread runs timed (per Variable values) before the split is decided; the first is cold (page faults, caches)
 TIMED_RUNS = 2
@@ -116,15 +117,16 @@ class CPUProgram:
   def __init__(self, device: str, name: str, lib: bytes, **kwargs: Any):
     _init_symbols()
     self.device, self.name, self.lib = device, name, lib
-    mod = llvm.parse_assembly("")
-    self.engine = llvm.create_mcjit_compiler(mod, create_target_machine())
-    self._obj = llvm.ObjectFileRef.from_data(lib)
-    self.engine.add_object_file(self._obj)
-    self.engine.finalize_object()
-    addr = self.engine.get_function_address(symbol_name(name))
+    try:
+      self._image: Any = LoadedObject(lib, llvm.address_of_symbol)
+      addr, waddr = self._image.symbols.get(symbol_name(name), 0), self._image.symbols.get(work_symbol(name), 0)
+    except ELFLoadError:  # something the small loader doesn't handle: LLVM's own linker does
+      self._image = engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), create_target_machine())
+      engine.add_object_file(llvm.ObjectFileRef.from_data(lib))
+      engine.finalize_object()
+      addr, waddr = engine.get_function_address(symbol_name(name)), engine.get_global_value_address(work_symbol(name))
     if not addr: raise RuntimeError(f"kernel {name}: symbol {symbol_name(name)} not found in the compiled object")
     self.fxn = KERNEL_FN(addr)
-    waddr = self.engine.get_global_value_address(work_symbol(name))
     self.work_per_iter = ctypes.c_int64.from_address(waddr).value if waddr else 0
     self._nthreads: dict[tuple[int, ...], int] = {}          # Variable values -> decided thread count
     self._timings: dict[tuple[int, ...], tuple[int, float]] = {}  # Variable values -> (single-thread runs timed, best time)

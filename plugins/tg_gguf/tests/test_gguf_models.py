@@ -136,3 +136,26 @@ def test_tensor_across_chunk_boundary(tmp_path: pathlib.Path):
   f = GGUFFile(chunks)
   assert f.metadata["tokens"][49] == "t49"
   assert np.array_equal(f.tensor("a").numpy(), a)
+
+@pytest.mark.parametrize("device", [None, "PYTHON"])
+def test_read_raw_and_plain_across_chunks(tmp_path: pathlib.Path, device: str | None):
+  """read_raw and read_plain (os.preadv into the device buffer, a bounce buffer where it isn't host-visible) gives the file's bytes of each tensor,
+  also when chunks cut it, and with no page of the file mapped."""
+  from tg_gguf import save_gguf
+  rng = np.random.default_rng(2)
+  a, b = rng.standard_normal((8, 64)).astype(np.float32), rng.standard_normal((3, 32)).astype(np.float32)
+  save_gguf(tmp_path / "m.gguf", {"general.architecture": "x"}, {"a": a, "b": b})
+  data = (tmp_path / "m.gguf").read_bytes()
+  cuts = [0, 300, 1500, len(data) - 100, len(data)]
+  chunks = []
+  for i in range(len(cuts) - 1):
+    (p := tmp_path / f"c{i}").write_bytes(data[cuts[i]:cuts[i + 1]])
+    chunks.append(p)
+  for f in (GGUFFile(tmp_path / "m.gguf"), GGUFFile(chunks)):
+    for name, ref in (("a", a), ("b", b)):
+      got = f.read_raw(name, device)
+      info = f.tensors[name]
+      assert got.shape == (info.n_blocks, info.format.block_bytes) and got.dtype == dtypes.uint8
+      assert got.numpy().tobytes() == data[info.offset:info.offset + info.nbytes] == ref.tobytes()
+      assert_same_bits(f.read_plain(name, device).numpy(), ref, f"read_plain({name!r})")
+  with open("/proc/self/maps") as fh: assert not [ln for ln in fh if str(tmp_path) in ln], "read_raw left a mapping of the file"

@@ -283,6 +283,17 @@ def parse_header(buf: memoryview | bytes, total: int, name: str) -> _Header:
 
 SPLIT_RE = re.compile(r"^(?P<prefix>.*)-(?P<i>\d{5})-of-(?P<n>\d{5})\.gguf$")
 
+def _pread_exact(path: str, mv: memoryview, offset: int) -> None:
+  """Fill `mv` with the file's bytes from `offset` (preadv may return less than asked: it loops)."""
+  fd = os.open(path, os.O_RDONLY)
+  try:
+    done = 0
+    while done < mv.nbytes:
+      if (n := os.preadv(fd, [mv[done:]], offset + done)) <= 0:
+        raise GGUFTruncatedError(f"{path}: the file ended at byte {offset + done} while reading tensor data (was it truncated?)")
+      done += n
+  finally: os.close(fd)
+
 def _map(path: str) -> mmap.mmap | None:
   with open(path, "rb") as f:
     if os.fstat(f.fileno()).st_size == 0: return None
@@ -345,6 +356,33 @@ class GGUFFile:
     # a tensor cut by chunk boundaries is joined into one buffer first: reading through the cat in every consumer costs masks per byte
     data = pieces[0] if len(pieces) == 1 else pieces[0].cat(*pieces[1:]).contiguous()
     return data.reshape(info.n_blocks, info.format.block_bytes)
+
+  def read_raw(self, name: str, device: str | None = None) -> Tensor:
+    """The stored blocks of tensor `name` as `raw` gives them, but read now with os.preadv straight into a realized buffer on `device`
+    (through a bounce buffer where its memory isn't host-visible). Unlike copying from the DISK mapping, this leaves none of the file's
+    pages resident in the process: a loaded model costs its weights once, not twice."""
+    info = self._info(name)
+    return self._read_into(info, Tensor.empty(info.n_blocks, info.format.block_bytes, dtype=dtypes.uint8, device=device))
+
+  def read_plain(self, name: str, device: str | None = None) -> Tensor:
+    """Tensor `name` of a plain stored type (F32, F16, ...; see `tensor`) in that dtype, read like `read_raw` into a realized buffer."""
+    info = self._info(name)
+    if (dt := PLAIN_DTYPES.get(info.format.dequantize)) is None:
+      raise GGUFTensorError(f"{self.name}: tensor {name!r} is {info.format.name}, not a plain type: use read_raw for its blocks")
+    return self._read_into(info, Tensor.empty(*info.shape, dtype=dt, device=device))
+
+  def _read_into(self, info: GGUFTensorInfo, empty: Tensor) -> Tensor:
+    from tg_core.engine.realize import buffer_of
+    out = empty.realize()
+    if info.nbytes == 0: return out
+    buf = buffer_of(out.uop.base)
+    try: mv, bounce = buf.as_buffer(force_zero_copy=True), False
+    except RuntimeError: mv, bounce = memoryview(bytearray(info.nbytes)), True
+    for i, (start, size) in enumerate(zip(self.starts, self.sizes)):
+      lo, hi = max(info.offset, start), min(info.offset + info.nbytes, start + size)
+      if lo < hi: _pread_exact(self.paths[i], mv[lo - info.offset:hi - info.offset], lo - start)
+    if bounce: buf.copyin(mv)
+    return out
 
   def tensor(self, name: str, device: str | None = None) -> Tensor:
     """Tensor `name` in its float (or stored int) dtype and numpy-order shape; realizing it (or what consumes it) dequantizes it."""

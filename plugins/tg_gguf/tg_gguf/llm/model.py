@@ -94,17 +94,20 @@ class Weights:
     for i, name in enumerate(f.tensors):
       info = f.tensors[name]
       if info.format.dequantize in PLAIN_DTYPES:
-        self.tensors[name] = f.tensor(name, device).cast(dtypes.float32).contiguous().realize()
+        self.tensors[name] = f.read_plain(name, device).cast(dtypes.float32).contiguous().realize()
       elif name in groups:
+        # each member read with os.preadv (no file pages left resident), then joined: the members' copies live one group at a time
+        reads = [f.read_raw(n, device) for _, n in groups[name]]
+        whole = reads[0].cat(*reads[1:]).contiguous().realize()
+        del reads
         members = groups[name]
-        whole = members[0][0].cat(*[r for r, _ in members[1:]]).contiguous().realize()
         start = 0
         for raw, n in members:
           self._add(n, whole[start:start + raw.shape[0]])
           start += raw.shape[0]
         fmt, rows = info.format, sum(f.tensors[n].shape[0] for _, n in members)
         self.fused[members[0][1]] = (tuple(n for _, n in members), self._blocked(whole, fmt, rows, info.shape[1]))
-      elif name not in self.packed: self._add(name, f.raw(name, device).contiguous().realize())
+      elif name not in self.packed: self._add(name, f.read_raw(name, device))
       if progress is not None: progress(i + 1, len(f.tensors))
 
   def _groups(self) -> dict[str, list[tuple[Tensor, str]]]:
