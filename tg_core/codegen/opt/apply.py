@@ -20,6 +20,7 @@ from tg_core.uop import Ops
 from tg_core.uop.ops import AxisType, KernelInfo, UOp
 from tg_core.uop.pattern import PatternMatcher, UPat
 from tg_core.uop.rewrite import graph_rewrite
+from tg_core.codegen.vectorize import affine
 
 class OptOps(Enum):
   UPCAST = auto(); UNROLL = auto(); LOCAL = auto(); NOLOCALS = auto()  # noqa: E702
@@ -104,19 +105,24 @@ def _swap_loops(ast: UOp, opt: Opt, axes: list[UOp]) -> UOp:
   return ret.replace(arg=_with_opts(ret.arg, opt))
 
 def _pad_axis(ast: UOp, opt: Opt, r: UOp) -> UOp:
-  """PADTO: output range r (size s) runs to the next multiple of `arg` and every access whose index depends on it is gated
-  by r < s (loads read 0, stores are skipped), so an UPCAST or SPLIT by `arg` then divides it: the tail of a size no tile
-  divides (1000 rows in tiles of 6) runs as one masked tile instead of forcing a small tile on the whole axis."""
+  """PADTO: output range r (size s) runs to the next multiple of `arg`, so an UPCAST or SPLIT by `arg` then divides it:
+  the tail of a size no tile divides (1000 rows in tiles of 6) runs as one masked tile instead of forcing a small tile on
+  the whole axis. Stores that depend on r are gated by r < s. A load contiguous along r is gated too (a vector axis: a
+  masked load); any other load reads at min(r, s-1) instead, which needs no gate in its loop (a row of A in a matmul:
+  the padded rows compute values that are never stored)."""
   size, amt = _range_size(r), opt.arg or 0
   if amt <= 1 or size % amt == 0 or amt > size: raise KernelOptError(f"PADTO by {amt}: axis {opt.axis} of size {size} has no tail to pad")
   new = UOp.range(-(-size // amt) * amt, r.arg[0], r.arg[1], r.dtype)
   ret = ast.substitute({r: new})
   valid = new < size
+  stored = {u.src[0] for u in ret.toposort() if u.op is Ops.STORE}
   subs = {}
   for u in ret.toposort():
     if u.op is not Ops.INDEX or new not in u.src[1].toposort(): continue
     if len(u.src) > 3 or (len(u.src) == 3 and u.src[2].dtype.scalar() is not dtypes.bool): raise KernelOptError(f"PADTO: can't gate {u.op} with {len(u.src)} sources")
-    subs[u] = u.replace(src=(u.src[0], u.src[1], u.src[2] & valid if len(u.src) == 3 else valid))
+    if u not in stored and (aff := affine(u.src[1], new)) is not None and aff[1] != 1:
+      subs[u] = u.replace(src=(u.src[0], u.src[1].substitute({new: new.minimum(size - 1)}), *u.src[2:]))
+    else: subs[u] = u.replace(src=(u.src[0], u.src[1], u.src[2] & valid if len(u.src) == 3 else valid))
   ret = ret.substitute(subs)
   return ret.replace(arg=_with_opts(ret.arg, opt))
 

@@ -55,9 +55,13 @@ def hand_coded_optimizations(ast: UOp, caps: RendererCaps | None = None) -> list
     for t in caps.big_reduce_tile: cur = first_fit(cur, OptOps.UPCAST, out_axes[0], _halvings(t))
   elif red_axes:
     # (a column reduce takes two vectors per step: each strided row visit reads two cache lines, half the page walks)
-    tiles = tuple(_halvings(t) for t in caps.big_reduce_tile) if big and caps.big_reduce_tile else ((4, 2), (2,)) if tiny else \
+    tiles = tuple(_tile_sizes(t) for t in caps.big_reduce_tile) if big and caps.big_reduce_tile else ((4, 2), (2,)) if tiny else \
       (_halvings(min(2 * width, 32)),) if col_reduce else ((4, 3, 2), (4, 3, 2))
-    for i, amts in zip(_tile_axes(ast, axes, out_axes), tiles): cur = first_fit(cur, OptOps.UPCAST, i, amts)
+    for i, amts in zip(_tile_axes(ast, axes, out_axes), tiles):
+      if big and (pad := _tail_pad(cur, axes[i], amts[0])) is not None:
+        cur = apply_opt(cur, pad)
+        opts.append(pad)
+      cur = first_fit(cur, OptOps.UPCAST, kernel_axes(cur).index(_same_axis(cur, axes[i])), amts)
     if not big and not tiny and axes[red_axes[-1]] in (cur_axes := kernel_axes(cur)):
       amts = _halvings(width) if len(out_axes) == 1 and width > 4 and not col_reduce else (4, 2)
       cur = first_fit(cur, OptOps.UNROLL, cur_axes.index(axes[red_axes[-1]]), amts)
@@ -65,6 +69,9 @@ def hand_coded_optimizations(ast: UOp, caps: RendererCaps | None = None) -> list
       for o in _loop_order(cur, caps.cache_sizes):
         cur = apply_opt(cur, o)
         opts.append(o)
+    if big and len(red_axes) == 1 and caps.cache_sizes and (kb := _reduce_block(cur, caps.cache_sizes[0])) is not None:
+      cur = apply_opt(cur, kb)
+      opts.append(kb)
   elif out_axes:
     cur = first_fit(cur, OptOps.UPCAST, out_axes[-1], _halvings(max(width, 4)))
     # loads strided along the stores (a transpose): a few steps of an axis they are contiguous in share their cache lines
@@ -101,9 +108,44 @@ def _loop_order(ast: UOp, caches: tuple[int, ...]) -> list[Opt]:
   # the loop of the strided operand (`inner` now) goes outside the streamed operand's loop (`outer` now)
   return [Opt(OptOps.SWAP, axes.index(outer), axes.index(inner))]
 
+def _same_axis(ast: UOp, r: UOp) -> UOp:
+  """The range of `ast` with r's axis id (padding an axis replaces its range by a longer one with the same id)."""
+  return next(x for x in kernel_axes(ast) if x.arg[0] == r.arg[0])
+
+def _tail_pad(ast: UOp, r: UOp, tile: int) -> Opt | None:
+  """PADTO for a register tile that doesn't divide its axis, when the padded tail wastes at most 1/8 of the axis (1000
+  columns in tiles of 16, 1024 rows in tiles of 6); else None, and the tile halves until it divides."""
+  r = _same_axis(ast, r)
+  size = r.src[0].arg if r.src[0].op is Ops.CONST else 0
+  if size < tile or size % tile == 0 or (-size % tile) * 8 > size: return None
+  return Opt(OptOps.PADTO, kernel_axes(ast).index(r), tile)
+
+def _reduce_block(ast: UOp, l1: int) -> Opt | None:
+  """KBLOCK for a tiled matmul whose reduce outgrows the L1 (`l1` bytes): per reduce step the register tile reads a
+  vector row of the operand strided along the reduce (B's row in A @ B, `tile` elements), so a block of kc steps keeps
+  kc such rows; kc is the largest divisor of the reduce with kc rows in half the L1 (the other half for the streamed
+  operand's rows and the output tile). None when the reduce already fits, or no divisor of at least 32 does."""
+  axes = kernel_axes(ast)
+  reds = [r for r in axes if r.arg[1] is AxisType.REDUCE]
+  if len(reds) != 1 or reds[0].src[0].op is not Ops.CONST: return None
+  k = reds[0].src[0].arg
+  loads = [u for u in ast.toposort() if u.op is Ops.LOAD and u.src[0].op is Ops.INDEX]
+  strided = [u for u, st in zip(loads, access_strides(ast, reds[0], Ops.LOAD)) if st not in (0, 1)]
+  if len(strided) != 1: return None
+  ups = [r for r in axes if r.arg[1] is AxisType.UPCAST and r in strided[0].src[0].src[1].toposort()]
+  row = functools.reduce(lambda a, b: a * b, [r.src[0].arg for r in ups], 1) * strided[0].dtype.itemsize
+  kmax = (l1 // 2) // row
+  if k <= kmax: return None
+  kc = next((d for d in range(kmax, 31, -1) if k % d == 0), None)
+  return None if kc is None else Opt(OptOps.KBLOCK, axes.index(reds[0]), kc)
+
 def _loads_strided(x: UOp, r: UOp) -> bool:
   """Does some load in x step through memory with a stride other than 0 or 1 along r?"""
   return any(st not in (0, 1) for st in access_strides(x, r, Ops.LOAD))
+
+def _tile_sizes(n: int) -> tuple[int, ...]:
+  """n, then the powers of two below it: 16 -> (16, 8, 4, 2), 6 -> (6, 4, 2)."""
+  return tuple(dict.fromkeys((n, *_halvings(1 << (n.bit_length() - 1)))))
 
 def _halvings(n: int) -> tuple[int, ...]: return tuple(n >> i for i in range(n.bit_length() - 1))  # 16 -> (16, 8, 4, 2)
 
