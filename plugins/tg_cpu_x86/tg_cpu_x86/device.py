@@ -36,5 +36,6 @@ class CPUDevice(Compiled):
   def __init__(self, device: str):
     ren = LLVMRenderer()
     # the host's SIMD width, register tile and caches; the only arch it targets is the host's (kernels run here): DEV=CPU:LLVM:<other> is an error
-    ren.caps = dataclasses.replace(ren.caps, vector_width=vector_width(), big_reduce_tile=register_tile(), cache_sizes=_cache_sizes(), archs=(host_target()[1],), arch=host_target()[1])
+    ren.caps = dataclasses.replace(ren.caps, vector_width=vector_width(), big_reduce_tile=register_tile(), cache_sizes=_cache_sizes(),
+                                   archs=(host_target()[1],), arch=host_target()[1])
     super().__init__(device, CPUAllocator(), [ren], _compiler(), CPUProgram)

@@ -119,7 +119,8 @@ def _pad_axis(ast: UOp, opt: Opt, r: UOp) -> UOp:
   subs = {}
   for u in ret.toposort():
     if u.op is not Ops.INDEX or new not in u.src[1].toposort(): continue
-    if len(u.src) > 3 or (len(u.src) == 3 and u.src[2].dtype.scalar() is not dtypes.bool): raise KernelOptError(f"PADTO: can't gate {u.op} with {len(u.src)} sources")
+    if len(u.src) > 3 or (len(u.src) == 3 and u.src[2].dtype.scalar() is not dtypes.bool):
+      raise KernelOptError(f"PADTO: can't gate an INDEX with {len(u.src)} sources")
     if u not in stored and (aff := affine(u.src[1], new)) is not None and aff[1] != 1:
       subs[u] = u.replace(src=(u.src[0], u.src[1].substitute({new: new.minimum(size - 1)}), *u.src[2:]))
     else: subs[u] = u.replace(src=(u.src[0], u.src[1], u.src[2] & valid if len(u.src) == 3 else valid))
