@@ -8,7 +8,8 @@ matvecs, the CPU model, and a bf16 matmul against torch's (2048^3; 1024^3 on hos
 A matvec is run in both weight layouts: `x @ W` (W is K x N, the issue's shape) and `x @ W.T` (W is N x K, a Linear
 layer's weight, what an LLM decode step reads). tinygrad's CPU backend needs clang: if it is missing this script tries
 `apt-get install -y clang` (as root) and otherwise skips tinygrad with a message. Each peer runs in its own process;
-times are the best of at least --runs runs spread over at least a second (big shapes: fewer runs)."""
+times are the best of at least --runs runs spread over at least a second (big shapes: fewer runs). On a shared, loaded
+machine `--cpu-time` runs every peer on one thread and times its CPU time instead (the load then counts far less)."""
 from __future__ import annotations
 import importlib.util
 import os
@@ -26,6 +27,9 @@ SHAPES = [(512, 512, 512, False), (1024, 1024, 1024, False), (2048, 2048, 2048, 
 def _inputs(m: int, k: int, n: int, tr: bool) -> str:
   return (f"rng = np.random.default_rng(0)\na = rng.standard_normal(({m}, {k}), dtype=np.float32)\n"
           f"b = rng.standard_normal({(n, k) if tr else (k, n)}, dtype=np.float32)\n")
+
+# --cpu-time: every peer on one thread, timed by its CPU time (BENCH_CLOCK=thread, see _timing.py)
+ONE_THREAD_CPU_TIME = {"NUM_CPU_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "BENCH_CLOCK": "thread"}
 
 def tg_matmul_time(m: int, k: int, n: int, tr: bool, runs: int, threads: int | None) -> float:
   return run_py(TG_KERNEL_TIMER + _inputs(m, k, n, tr) + f"""
@@ -105,7 +109,7 @@ def shapes(args: argparse.Namespace) -> None:
     t_np = np_matmul_time(m, k, n, tr, runs)
     t_tg = tg_matmul_time(m, k, n, tr, runs, None)
     scaling = ""
-    if flops >= 2 * 1024 ** 3 and flops < 2 * 4096 ** 3 or m == 1:
+    if not args.cpu_time and (flops >= 2 * 1024 ** 3 and flops < 2 * 4096 ** 3 or m == 1):
       t1, t2 = tg_matmul_time(m, k, n, tr, runs, 1), tg_matmul_time(m, k, n, tr, runs, 2)
       scaling = f"{t1/t2:4.2f}x (1: {flops/t1*1e-9:.1f}, 2: {flops/t2*1e-9:.1f} GFLOPS)"
     name = f"{m}x{k}x{n}" + (" x@W.T" if tr else " x@W" if m == 1 else "")
@@ -119,9 +123,13 @@ def main() -> None:
   ap.add_argument("--sizes", type=int, nargs="+", default=[512, 1024], help="square matrix sizes (default 512 1024)")
   ap.add_argument("--shapes", action="store_true", help="the issue-12 table of shapes instead of --sizes")
   ap.add_argument("--cold", action="store_true", help="only the cold first 64x64 matmul")
+  ap.add_argument("--cpu-time", action="store_true", help="tg and numpy on one thread each, timed by thread CPU time (for a loaded machine)")
   ap.add_argument("--runs", type=int, default=10, help="timed runs, best reported (default 10; this VM's timings vary ~30%%)")
   args = ap.parse_args()
-  print(f"CPU: {cpu_model()} ({os.cpu_count()} cores)")
+  print(f"CPU: {cpu_model()} ({os.cpu_count()} cores), load average {os.getloadavg()[0]:.1f}")
+  if args.cpu_time:
+    os.environ.update(ONE_THREAD_CPU_TIME)  # run_py passes the environment on
+    print("one thread per peer, timed by thread CPU time (--cpu-time): the threads column is skipped")
   if args.cold: print(cold_line(max(args.runs, 3)))
   else: shapes(args) if args.shapes else squares(args)
 

@@ -225,3 +225,13 @@ def test_big_matmul_heuristic_pads_tails_and_blocks_k_from_the_declared_l1():
   assert opts(1000, 1000, 1000, 48 << 10)[-1] == Opt(OptOps.KBLOCK, 4, 250)
   assert all(x.op is not OptOps.KBLOCK for x in opts(4096, 64, 4096, 32 << 10))  # the reduce fits the L1 already
   assert Opt(OptOps.PADTO, 1, 16) in opts(1000, 1000, 1000, 32 << 10)  # 1000 columns: one masked vector tile at the end
+
+def test_beam_blocking_candidates_match_numpy():
+  # BEAM's blocking choices: the heuristic's tile with the reduce K-blocked by each power of two (or not)
+  from tg_core.codegen.opt.search import blocking_candidates
+  from tg_core.renderer import RendererCaps
+  x, w = rnd(40, 256), rnd(256, 24)
+  items, _ = create_schedule(UOp.sink((Tensor(x) @ Tensor(w)).uop))
+  cands = blocking_candidates(items[0].ast, RendererCaps(vector_upcast=True, vector_width=8, big_reduce_tile=(16, 6), cache_sizes=(32 << 10,)))
+  assert [o.arg for c in cands for o in c if o.op is OptOps.KBLOCK] == [32, 64, 128]
+  for opts in cands: np.testing.assert_allclose(run_with_opts(Tensor(x) @ Tensor(w), opts), x.astype(np.float64) @ w, rtol=1e-4, atol=1e-4, err_msg=str(opts))
