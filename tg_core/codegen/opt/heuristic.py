@@ -13,16 +13,18 @@ if TYPE_CHECKING:
 
 def hand_coded_optimizations(ast: UOp, caps: RendererCaps | None = None) -> list[Opt]:
   """Register tiling, driven by the target's declared caps (default: `RendererCaps()`). Reduce kernels upcast the last two
-  output axes and unroll the last reduce axis (4x4 tiles, unroll 4). Targets that declare `big_reduce_tile` (CPUs: (16, 8))
-  give big reduce kernels that tile without unroll: 128 accumulators fill the vector registers (measured on a 512x512
-  fp32 matmul: 21 -> 113 GFLOPS on one core), while small kernels keep 4x4 tiles, which compile ~3x faster; tiny ones
+  output axes and unroll the last reduce axis (4x4 tiles, unroll 4). Targets that declare `big_reduce_tile` (CPUs: from the register file, 16 x 6
+  on AVX2) give big reduce kernels that tile without unroll: the accumulators fill the vector registers (measured on a
+  512x512 fp32 matmul: 21 -> 113 GFLOPS on one core with AVX-512), while small kernels keep 4x4 tiles, which compile ~3x faster; tiny ones
   (< 2^19 multiply-adds, e.g. a 64x64 matmul) take 4x2 tiles without unroll, which halve codegen time again. Elementwise
   kernels upcast the innermost axis by `vector_width` (at least 4); with `transpose_tile`, a transpose also upcasts an
   axis its loads are contiguous in. A big single-output-axis reduce whose loads are contiguous along the output (a matvec
   `x @ W` with W K x N, column sums) takes the whole `big_reduce_tile` on that axis: each reduce step then reads a run of
   a weight row as long as the register tile (128 floats = 8 cache lines), which the prefetcher streams; 16 floats a row
   were a page walk and a cache miss each (1x4096x4096 fp32, same run: 0.44 -> 0.82-0.93x numpy). Targets that declare
-  their `cache_sizes` also get the loop order of a big matmul chosen for cache reuse (`_loop_order`)."""
+  their `cache_sizes` also get the loop order of a big matmul chosen for cache reuse (`_loop_order`) and, knowing the L1,
+  its reduce K-blocked (`_reduce_block`). A big kernel's tile that doesn't divide its axis pads the axis (`_tail_pad`:
+  1024 rows in tiles of 6, 1000 columns in tiles of 16) rather than halving the tile."""
   if caps is None:
     from tg_core.renderer import RendererCaps
     caps = RendererCaps()
