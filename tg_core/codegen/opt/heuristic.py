@@ -53,8 +53,9 @@ def hand_coded_optimizations(ast: UOp, caps: RendererCaps | None = None) -> list
     loads_contiguous(ast, axes[out_axes[0]], [axes[i] for i in red_axes])
   wide_col = col_reduce and caps.big_reduce_tile is not None and work >= 1 << 22
   if wide_col and caps.big_reduce_tile is not None:
-    # the register tile along the one output axis: both upcasts split it (the outer part keeps its place, out_axes[0])
-    for t in caps.big_reduce_tile: cur = first_fit(cur, OptOps.UPCAST, out_axes[0], _halvings(t))
+    # the register tile along the one output axis: both upcasts split it (the outer part keeps its place, out_axes[0]); a
+    # row count that isn't a power of two (16 x 6 on AVX2) rounds up, as the axis is a power of two more often than not
+    for t in caps.big_reduce_tile: cur = first_fit(cur, OptOps.UPCAST, out_axes[0], _halvings(1 << (t - 1).bit_length()))
   elif red_axes:
     # (a column reduce takes two vectors per step: each strided row visit reads two cache lines, half the page walks)
     tiles = tuple(_tile_sizes(t) for t in caps.big_reduce_tile) if big and caps.big_reduce_tile else ((4, 2), (2,)) if tiny else \
