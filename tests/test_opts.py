@@ -235,3 +235,14 @@ def test_beam_blocking_candidates_match_numpy():
   cands = blocking_candidates(items[0].ast, RendererCaps(vector_upcast=True, vector_width=8, big_reduce_tile=(16, 6), cache_sizes=(32 << 10,)))
   assert [o.arg for c in cands for o in c if o.op is OptOps.KBLOCK] == [32, 64, 128]
   for opts in cands: np.testing.assert_allclose(run_with_opts(Tensor(x) @ Tensor(w), opts), x.astype(np.float64) @ w, rtol=1e-4, atol=1e-4, err_msg=str(opts))
+
+def test_matvec_heuristic_blocks_columns_and_rows_from_the_declared_l1():
+  # x @ W: column blocks whose partial sums fill a quarter of the L1, the reduce K-blocked by a few rows inside each
+  from tg_core.renderer import RendererCaps
+  from tg_core.codegen.opt.heuristic import ROW_STREAMS
+  caps = RendererCaps(vector_upcast=True, vector_width=8, big_reduce_tile=(16, 6), cache_sizes=(32 << 10, 512 << 10))
+  x, w = rnd(1, 2048), rnd(2048, 2048)
+  items, _ = create_schedule(UOp.sink((Tensor(x) @ Tensor(w)).uop))
+  opts = hand_coded_optimizations(items[0].ast, caps)
+  assert opts == [Opt(OptOps.UPCAST, 0, 16), Opt(OptOps.UPCAST, 0, 8), Opt(OptOps.SPLIT, 0, 4), Opt(OptOps.KBLOCK, 4, ROW_STREAMS)], opts
+  np.testing.assert_allclose(run_with_opts(Tensor(x) @ Tensor(w), opts), x.astype(np.float64) @ w, rtol=1e-4, atol=1e-3)

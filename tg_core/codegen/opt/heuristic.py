@@ -56,6 +56,10 @@ def hand_coded_optimizations(ast: UOp, caps: RendererCaps | None = None) -> list
     # the register tile along the one output axis: both upcasts split it (the outer part keeps its place, out_axes[0]); a
     # row count that isn't a power of two (16 x 6 on AVX2) rounds up, as the axis is a power of two more often than not
     for t in caps.big_reduce_tile: cur = first_fit(cur, OptOps.UPCAST, out_axes[0], _halvings(1 << (t - 1).bit_length()))
+    if len(red_axes) == 1 and caps.cache_sizes:
+      for o in _column_reduce_blocks(cur, caps.cache_sizes[0]):
+        cur = apply_opt(cur, o)
+        opts.append(o)
   elif red_axes:
     # (a column reduce takes two vectors per step: each strided row visit reads two cache lines, half the page walks)
     tiles = tuple(_tile_sizes(t) for t in caps.big_reduce_tile) if big and caps.big_reduce_tile else ((4, 2), (2,)) if tiny else \
@@ -141,6 +145,35 @@ def _reduce_block(ast: UOp, l1: int) -> Opt | None:
   if k <= kmax: return None
   kc = next((d for d in range(kmax, 31, -1) if k % d == 0), None)
   return None if kc is None else Opt(OptOps.KBLOCK, axes.index(reds[0]), kc)
+
+# rows of a column reduce read together: each is a stream the hardware prefetcher follows, and prefetchers track some 8-16
+ROW_STREAMS = 8
+
+def _column_reduce_blocks(ast: UOp, l1: int) -> list[Opt]:
+  """Cache blocks for a tiled column reduce (a matvec x @ W, W K x N): the columns in blocks whose partial sums fill a
+  quarter of the L1 (`l1` bytes), an outer loop over the blocks (SPLIT, the loop the cores share: at least 4 blocks), and inside it the
+  reduce K-blocked by ROW_STREAMS rows (KBLOCK), so each step reads ROW_STREAMS runs of a quarter L1 of contiguous weights
+  while the partial sums stay in the L1. Without it each reduce step reads one register tile of a row (512 bytes) a
+  row apart. 1x4096x4096 fp32 on one Zen 3 core (thread CPU time, a loaded VM): 4.9-6.9 -> 7.3-8.8 GFLOPS, numpy 10.7.
+  [] where the axis has no such blocks or the reduce doesn't divide."""
+  axes = kernel_axes(ast)
+  outs = [r for r in axes if r.arg[1] in (AxisType.LOOP, AxisType.GLOBAL)]
+  reds = [r for r in axes if r.arg[1] is AxisType.REDUCE]
+  if len(outs) != 1 or len(reds) != 1 or outs[0].src[0].op is not Ops.CONST or reds[0].src[0].op is not Ops.CONST: return []
+  stores = [u for u in ast.toposort() if u.op is Ops.STORE]
+  tile = functools.reduce(lambda a, b: a * b, [r.src[0].arg for r in axes if r.arg[1] is AxisType.UPCAST], 1)
+  n = outs[0].src[0].arg
+  # at most a quarter L1 of partial sums per block, and at least 4 blocks for the cores to share
+  bound = min((l1 // 4) // (tile * (stores[0].src[1].dtype.itemsize if stores else 4)), n // 4)
+  block = next((d for d in range(bound, 1, -1) if n % d == 0), 0)
+  if block < 2 or reds[0].src[0].arg % ROW_STREAMS != 0: return []
+  split = Opt(OptOps.SPLIT, axes.index(outs[0]), block)
+  try: cur = apply_opt(ast, split)
+  except KernelOptError: return []
+  red = kernel_axes(cur).index(next(r for r in kernel_axes(cur) if r.arg[0] == reds[0].arg[0]))
+  try: apply_opt(cur, kb := Opt(OptOps.KBLOCK, red, ROW_STREAMS))
+  except KernelOptError: return []
+  return [split, kb]
 
 def _loads_strided(x: UOp, r: UOp) -> bool:
   """Does some load in x step through memory with a stride other than 0 or 1 along r?"""
