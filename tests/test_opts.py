@@ -246,3 +246,15 @@ def test_matvec_heuristic_blocks_columns_and_rows_from_the_declared_l1():
   opts = hand_coded_optimizations(items[0].ast, caps)
   assert opts == [Opt(OptOps.UPCAST, 0, 16), Opt(OptOps.UPCAST, 0, 8), Opt(OptOps.SPLIT, 0, 4), Opt(OptOps.KBLOCK, 4, ROW_STREAMS)], opts
   np.testing.assert_allclose(run_with_opts(Tensor(x) @ Tensor(w), opts), x.astype(np.float64) @ w, rtol=1e-4, atol=1e-3)
+
+def test_bf16_matmul_heuristic_skips_kblock():
+  # the fp32 sum is cast to bf16 before the store: partial sums can't accumulate in the output, so no KBLOCK
+  from tg_core.dtype import dtypes
+  from tg_core.renderer import RendererCaps
+  from tg_core.uop.symbolic import symbolic
+  from tg_core.uop.rewrite import graph_rewrite
+  a = Tensor.empty(1024, 1024, device="NULL").cast(dtypes.bfloat16)
+  items, _ = create_schedule(UOp.sink((a @ a).uop))
+  caps = RendererCaps(vector_upcast=True, vector_width=8, big_reduce_tile=(16, 6), cache_sizes=(32 << 10, 512 << 10))
+  opts = hand_coded_optimizations(graph_rewrite(items[-1].ast, symbolic), caps)
+  assert opts and all(o.op is not OptOps.KBLOCK for o in opts), opts

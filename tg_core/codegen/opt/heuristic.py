@@ -131,7 +131,8 @@ def _reduce_block(ast: UOp, l1: int) -> Opt | None:
   """KBLOCK for a tiled matmul whose reduce outgrows the L1 (`l1` bytes): per reduce step the register tile reads a
   vector row of the operand strided along the reduce (B's row in A @ B, `tile` elements), so a block of kc steps keeps
   kc such rows; kc is the largest divisor of the reduce with kc rows in half the L1 (the other half for the streamed
-  operand's rows and the output tile). None when the reduce already fits, or no divisor of at least 32 does."""
+  operand's rows and the output tile). None when the reduce already fits, no divisor of at least 32 does, or KBLOCK
+  doesn't apply."""
   axes = kernel_axes(ast)
   reds = [r for r in axes if r.arg[1] is AxisType.REDUCE]
   if len(reds) != 1 or reds[0].src[0].op is not Ops.CONST: return None
@@ -144,7 +145,10 @@ def _reduce_block(ast: UOp, l1: int) -> Opt | None:
   kmax = (l1 // 2) // row
   if k <= kmax: return None
   kc = next((d for d in range(kmax, 31, -1) if k % d == 0), None)
-  return None if kc is None else Opt(OptOps.KBLOCK, axes.index(reds[0]), kc)
+  if kc is None: return None
+  try: apply_opt(ast, kb := Opt(OptOps.KBLOCK, axes.index(reds[0]), kc))
+  except KernelOptError: return None  # e.g. a bf16 matmul: its fp32 sum is cast before the store, so can't accumulate there
+  return kb
 
 # rows of a column reduce read together: each is a stream the hardware prefetcher follows, and prefetchers track some 8-16
 ROW_STREAMS = 8
