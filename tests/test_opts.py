@@ -224,6 +224,7 @@ def test_big_matmul_heuristic_pads_tails_and_blocks_k_from_the_declared_l1():
   assert opts(1024, 1024, 1024, 48 << 10)[-1] == Opt(OptOps.KBLOCK, 4, 256)  # 384 rows fit: the largest divisor of 1024 below is 256
   assert opts(1000, 1000, 1000, 48 << 10)[-1] == Opt(OptOps.KBLOCK, 4, 250)
   assert all(x.op is not OptOps.KBLOCK for x in opts(4096, 64, 4096, 32 << 10))  # the reduce fits the L1 already
+  assert all(x.op is not OptOps.KBLOCK for x in opts(4096, 4096, 4096, 32 << 10))  # a column panel's outputs outgrow a quarter L2
   assert Opt(OptOps.PADTO, 1, 16) in opts(1000, 1000, 1000, 32 << 10)  # 1000 columns: one masked vector tile at the end
 
 def test_beam_blocking_candidates_match_numpy():
