@@ -132,8 +132,8 @@ def test_matmul_loop_order_follows_the_declared_l2():
   def opts(m: int, k: int, n: int, **caps: object) -> list[Opt]:
     items, _ = create_schedule(UOp.sink((Tensor.empty(m, k, device="NULL") @ Tensor.empty(k, n, device="NULL")).uop))
     return hand_coded_optimizations(items[0].ast, RendererCaps(**{**cpu, **caps}))  # type: ignore[arg-type]
-  assert opts(1024, 1024, 1024, cache_sizes=(32768, 524288))[-1].op is OptOps.SWAP
-  assert opts(64, 4096, 64, cache_sizes=(32768, 524288))[-1].op is OptOps.SWAP
+  assert OptOps.SWAP in [o.op for o in opts(1024, 1024, 1024, cache_sizes=(32768, 524288))]
+  assert OptOps.SWAP in [o.op for o in opts(64, 4096, 64, cache_sizes=(32768, 524288))]
   assert all(o.op is not OptOps.SWAP for o in opts(4096, 64, 4096, cache_sizes=(32768, 524288)))  # the output dominates
   assert all(o.op is not OptOps.SWAP for o in opts(1024, 1024, 1024, cache_sizes=(32768, 8 << 20)))  # B fits the L2
   assert all(o.op is not OptOps.SWAP for o in opts(1024, 1024, 1024))  # caches unknown
@@ -177,3 +177,85 @@ def test_beam_search_times_candidates_and_caches(monkeypatch, tmp_path):
   n = len(timed)
   assert search.beam_search(ast, device, 1) == picked and len(timed) == n
   np.testing.assert_allclose(run_with_opts(Tensor(A) @ Tensor(B), picked), A @ B, rtol=1e-5, atol=1e-5)
+
+# K blocking and padded tails: the opts of a big matmul's cache blocking, on shapes no tile divides
+KB_CASES = [[Opt(OptOps.KBLOCK, 2, 24)],
+            [Opt(OptOps.UPCAST, 1, 4), Opt(OptOps.PADTO, 0, 6), Opt(OptOps.UPCAST, 0, 6), Opt(OptOps.KBLOCK, 4, 32)],
+            [Opt(OptOps.PADTO, 1, 16), Opt(OptOps.UPCAST, 1, 16), Opt(OptOps.PADTO, 0, 6), Opt(OptOps.UPCAST, 0, 6), Opt(OptOps.SWAP, 0, 1),
+             Opt(OptOps.KBLOCK, 4, 48)]]
+@pytest.mark.parametrize("opts", KB_CASES, ids=str)
+@pytest.mark.parametrize("device", [None, "PYTHON"])
+def test_kblock_and_padto_match_numpy(opts: list[Opt], device: str | None):
+  x, w = rnd(50, 96), rnd(96, 36)  # 50 rows, 36 columns: tiles of 6 and 16 leave tails
+  np.testing.assert_allclose(run_with_opts(Tensor(x, device=device) @ Tensor(w, device=device), opts), x.astype(np.float64) @ w, rtol=1e-4, atol=1e-4)
+
+def test_kblock_puts_its_loop_inside_the_outermost_output_loop():
+  from tg_core.codegen.linearize import linearize
+  from tg_core.codegen import full_rewrite_to_sink
+  from tg_core.renderer import Renderer, RendererCaps
+  from tg_core.uop.ops import AxisType
+  class Loops(Renderer): caps = RendererCaps(has_grid=False, has_local=False, local_max=(1,))
+  items, _ = create_schedule(UOp.sink((Tensor(A, device="PYTHON") @ Tensor(B, device="PYTHON")).uop))
+  kinds = [u.arg[1] for u in linearize(full_rewrite_to_sink(items[0].ast, Loops(), [Opt(OptOps.KBLOCK, 2, 4)])) if u.op.name == "RANGE"]
+  assert kinds == [AxisType.LOOP, AxisType.KBLOCK, AxisType.LOOP, AxisType.REDUCE]
+
+@pytest.mark.parametrize("opt, make", [(Opt(OptOps.KBLOCK, 0, 2), lambda a, b: a @ b),  # not a reduce axis
+                                       (Opt(OptOps.KBLOCK, 2, 5), lambda a, b: a @ b),  # 5 doesn't divide 12
+                                       (Opt(OptOps.KBLOCK, 2, 12), lambda a, b: a @ b),  # one block: nothing to block
+                                       (Opt(OptOps.KBLOCK, 2, 4), lambda a, b: (a @ b) * 2 + 1),  # the sum isn't stored as it is
+                                       (Opt(OptOps.KBLOCK, 2, 4), lambda a, b: (a.reshape(8, 12, 1) * b.reshape(1, 12, 6)).max(1)),  # not a sum
+                                       (Opt(OptOps.PADTO, 0, 4), lambda a, b: a @ b),  # 4 divides 8: no tail
+                                       (Opt(OptOps.PADTO, 2, 5), lambda a, b: a @ b)])  # a reduce axis
+def test_bad_kblock_and_padto_raise(opt: Opt, make: Callable):
+  items, _ = create_schedule(UOp.sink(make(Tensor(A), Tensor(B)).uop))
+  with pytest.raises(KernelOptError, match=opt.op.name): apply_opt(items[-1].ast, opt)
+
+def test_big_matmul_heuristic_pads_tails_and_blocks_k_from_the_declared_l1():
+  from tg_core.renderer import RendererCaps
+  from tg_core.uop.symbolic import symbolic
+  from tg_core.uop.rewrite import graph_rewrite
+  def opts(m: int, k: int, n: int, l1: int) -> list[Opt]:
+    items, _ = create_schedule(UOp.sink((Tensor.empty(m, k, device="NULL") @ Tensor.empty(k, n, device="NULL")).uop))
+    caps = RendererCaps(vector_upcast=True, vector_width=8, big_reduce_tile=(16, 6), cache_sizes=(l1, 512 << 10))
+    return hand_coded_optimizations(graph_rewrite(items[0].ast, symbolic), caps)
+  o = opts(1024, 1024, 1024, 32 << 10)
+  # 1024 rows in tiles of 6: padded to 1026; K blocked so 256 rows of B's 16 columns (64 bytes) fill half the L1
+  assert Opt(OptOps.PADTO, 0, 6) in o and o[-1] == Opt(OptOps.KBLOCK, 4, 256), o
+  assert opts(1024, 1024, 1024, 48 << 10)[-1] == Opt(OptOps.KBLOCK, 4, 256)  # 384 rows fit: the largest divisor of 1024 below is 256
+  assert opts(1000, 1000, 1000, 48 << 10)[-1] == Opt(OptOps.KBLOCK, 4, 250)
+  assert all(x.op is not OptOps.KBLOCK for x in opts(4096, 64, 4096, 32 << 10))  # the reduce fits the L1 already
+  assert all(x.op is not OptOps.KBLOCK for x in opts(4096, 4096, 4096, 32 << 10))  # a column panel's outputs outgrow a quarter L2
+  assert Opt(OptOps.PADTO, 1, 16) in opts(1000, 1000, 1000, 32 << 10)  # 1000 columns: one masked vector tile at the end
+
+def test_beam_blocking_candidates_match_numpy():
+  # BEAM's blocking choices: the heuristic's tile with the reduce K-blocked by each power of two (or not)
+  from tg_core.codegen.opt.search import blocking_candidates
+  from tg_core.renderer import RendererCaps
+  x, w = rnd(40, 256), rnd(256, 24)
+  items, _ = create_schedule(UOp.sink((Tensor(x) @ Tensor(w)).uop))
+  cands = blocking_candidates(items[0].ast, RendererCaps(vector_upcast=True, vector_width=8, big_reduce_tile=(16, 6), cache_sizes=(32 << 10,)))
+  assert [o.arg for c in cands for o in c if o.op is OptOps.KBLOCK] == [32, 64, 128]
+  for opts in cands: np.testing.assert_allclose(run_with_opts(Tensor(x) @ Tensor(w), opts), x.astype(np.float64) @ w, rtol=1e-4, atol=1e-4, err_msg=str(opts))
+
+def test_matvec_heuristic_blocks_columns_and_rows_from_the_declared_l1():
+  # x @ W: column blocks whose partial sums fill a quarter of the L1, the reduce K-blocked by a few rows inside each
+  from tg_core.renderer import RendererCaps
+  from tg_core.codegen.opt.heuristic import ROW_STREAMS
+  caps = RendererCaps(vector_upcast=True, vector_width=8, big_reduce_tile=(16, 6), cache_sizes=(32 << 10, 512 << 10))
+  x, w = rnd(1, 2048), rnd(2048, 2048)
+  items, _ = create_schedule(UOp.sink((Tensor(x) @ Tensor(w)).uop))
+  opts = hand_coded_optimizations(items[0].ast, caps)
+  assert opts == [Opt(OptOps.UPCAST, 0, 16), Opt(OptOps.UPCAST, 0, 8), Opt(OptOps.SPLIT, 0, 4), Opt(OptOps.KBLOCK, 4, ROW_STREAMS)], opts
+  np.testing.assert_allclose(run_with_opts(Tensor(x) @ Tensor(w), opts), x.astype(np.float64) @ w, rtol=1e-4, atol=1e-3)
+
+def test_bf16_matmul_heuristic_skips_kblock():
+  # the fp32 sum is cast to bf16 before the store: partial sums can't accumulate in the output, so no KBLOCK
+  from tg_core.dtype import dtypes
+  from tg_core.renderer import RendererCaps
+  from tg_core.uop.symbolic import symbolic
+  from tg_core.uop.rewrite import graph_rewrite
+  a = Tensor.empty(1024, 1024, device="NULL").cast(dtypes.bfloat16)
+  items, _ = create_schedule(UOp.sink((a @ a).uop))
+  caps = RendererCaps(vector_upcast=True, vector_width=8, big_reduce_tile=(16, 6), cache_sizes=(32 << 10, 512 << 10))
+  opts = hand_coded_optimizations(graph_rewrite(items[-1].ast, symbolic), caps)
+  assert opts and all(o.op is not OptOps.KBLOCK for o in opts), opts

@@ -18,9 +18,10 @@ PyConst = Union[float, int, bool]
 class AxisType(Enum):
   DEVICE = "d"; GLOBAL = "g"; THREAD = "t"; LOCAL = "l"; WARP = "w"; LOOP = "L"; UPCAST = "u"  # noqa: E702
   GROUP_REDUCE = "G"; REDUCE = "R"; UNROLL = "r"  # noqa: E702
+  KBLOCK = "k"  # the outer loop of a reduce split by the KBLOCK opt: its partial sums accumulate in the output buffer
   def __repr__(self) -> str: return f"AxisType.{self.name}"
 axis_to_pos = {AxisType.DEVICE: -2, AxisType.LOOP: -1, AxisType.THREAD: 0, AxisType.GLOBAL: 0, AxisType.WARP: 1, AxisType.LOCAL: 2,
-               AxisType.UPCAST: 3, AxisType.GROUP_REDUCE: 2, AxisType.REDUCE: 4, AxisType.UNROLL: 5}
+               AxisType.UPCAST: 3, AxisType.GROUP_REDUCE: 2, AxisType.REDUCE: 4, AxisType.UNROLL: 5, AxisType.KBLOCK: 4}
 
 @dataclass(frozen=True)
 class ParamArg:

@@ -6,7 +6,11 @@ reduce steps into one loop iteration; LOCAL splits an output range into a workgr
 range into an outer loop and an inner loop of `amt` iterations (a cache block around the register tile); SWAP exchanges the
 nesting of two output loops (`axis` and `arg`, both output ranges): the loop order decides which operand a cache keeps
 while the other streams past it (values don't change, only the order the outputs are computed in). TC (`arg`: an index into
-`caps.tensor_cores`, axis None; the first opt) computes the kernel's matmul on that tensor core (codegen/opt/tc.py)."""
+`caps.tensor_cores`, axis None; the first opt) computes the kernel's matmul on that tensor core (codegen/opt/tc.py). KBLOCK blocks a reduce
+axis (`axis`, a REDUCE range) by `arg`: an outer loop over its blocks (AxisType.KBLOCK) goes just inside the outermost
+output loop and the register accumulators sum one block, which is added to the output buffer (the first block stores), so
+the operand slices one block reads stay in cache while the output loops inside it pass over them. PADTO rounds an output
+axis up to a multiple of `arg`, gating every access that depends on it, so a tile that doesn't divide it can still apply."""
 from __future__ import annotations
 import functools
 from dataclasses import dataclass
@@ -19,13 +23,14 @@ from tg_core.uop.ops import AxisType, KernelInfo, UOp
 from tg_core.uop.pattern import PatternMatcher, UPat
 from tg_core.uop.rewrite import graph_rewrite
 from tg_core.codegen.opt.tc import TCNotApplicable, apply_tc
+from tg_core.codegen.vectorize import affine
 
 if TYPE_CHECKING:
   from tg_core.renderer import RendererCaps
 
 class OptOps(Enum):
   UPCAST = auto(); UNROLL = auto(); LOCAL = auto(); NOLOCALS = auto()  # noqa: E702
-  SWAP = auto(); SPLIT = auto(); TC = auto()  # noqa: E702
+  SWAP = auto(); SPLIT = auto(); TC = auto(); KBLOCK = auto(); PADTO = auto()  # noqa: E702
   def __repr__(self) -> str: return f"OptOps.{self.name}"
 
 @dataclass(frozen=True, order=True)
@@ -38,7 +43,7 @@ class Opt:
 class KernelOptError(Exception):
   """An Opt that does not apply to this kernel (bad axis, size not divisible, ...)."""
 
-_KIND_ORDER = {AxisType.GLOBAL: 0, AxisType.LOOP: 0, AxisType.LOCAL: 1, AxisType.UPCAST: 2, AxisType.REDUCE: 3, AxisType.UNROLL: 4}
+_KIND_ORDER = {AxisType.GLOBAL: 0, AxisType.LOOP: 0, AxisType.LOCAL: 1, AxisType.UPCAST: 2, AxisType.REDUCE: 3, AxisType.UNROLL: 4, AxisType.KBLOCK: 5}
 
 def kernel_axes(ast: UOp) -> list[UOp]:
   """The kernel's RANGEs: output ranges, then reduce ranges; in each kind by axis id."""
@@ -64,9 +69,11 @@ def apply_opt(ast: UOp, opt: Opt, caps: RendererCaps | None = None) -> UOp:
   if opt.axis is None or not 0 <= opt.axis < len(axes): raise KernelOptError(f"axis {opt.axis} out of range for {len(axes)} axes")
   r = axes[opt.axis]
   if opt.op is OptOps.SWAP: return _swap_loops(ast, opt, axes)
+  if opt.op is OptOps.KBLOCK: return _block_reduce(ast, opt, axes)
   size, amt = _range_size(r), opt.arg or 0
-  want = {OptOps.UPCAST: _OUT, OptOps.LOCAL: _OUT, OptOps.SPLIT: _OUT, OptOps.UNROLL: (AxisType.REDUCE,)}[opt.op]
+  want = {OptOps.UPCAST: _OUT, OptOps.LOCAL: _OUT, OptOps.SPLIT: _OUT, OptOps.PADTO: _OUT, OptOps.UNROLL: (AxisType.REDUCE,)}[opt.op]
   if r.arg[1] not in want: raise KernelOptError(f"{opt.op} needs an axis of type {want}, axis {opt.axis} is {r.arg[1]}")
+  if opt.op is OptOps.PADTO: return _pad_axis(ast, opt, r)
   if amt == 0: amt = size
   if amt <= 1 or size % amt != 0: raise KernelOptError(f"{opt.op} by {amt} doesn't divide axis {opt.axis} of size {size}")
   if opt.op in (OptOps.UPCAST, OptOps.UNROLL) and amt > 32: raise KernelOptError(f"{opt.op} by {amt} is too large")
@@ -109,6 +116,62 @@ def _swap_loops(ast: UOp, opt: Opt, axes: list[UOp]) -> UOp:
     memo[u] = ret
     return ret
   ret = fix(ast)
+  return ret.replace(arg=_with_opts(ret.arg, opt))
+
+def _pad_axis(ast: UOp, opt: Opt, r: UOp) -> UOp:
+  """PADTO: output range r (size s) runs to the next multiple of `arg`, so an UPCAST or SPLIT by `arg` then divides it:
+  the tail of a size no tile divides (1000 rows in tiles of 6) runs as one masked tile instead of forcing a small tile on
+  the whole axis. Stores that depend on r are gated by r < s. A load contiguous along r is gated too (a vector axis: a
+  masked load); any other load reads at min(r, s-1) instead, which needs no gate in its loop (a row of A in a matmul:
+  the padded rows compute values that are never stored)."""
+  size, amt = _range_size(r), opt.arg or 0
+  if amt <= 1 or size % amt == 0 or amt > size: raise KernelOptError(f"PADTO by {amt}: axis {opt.axis} of size {size} has no tail to pad")
+  new = UOp.range(-(-size // amt) * amt, r.arg[0], r.arg[1], r.dtype)
+  ret = ast.substitute({r: new})
+  valid = new < size
+  stored = {u.src[0] for u in ret.toposort() if u.op is Ops.STORE}
+  subs = {}
+  for u in ret.toposort():
+    if u.op is not Ops.INDEX or new not in u.src[1].toposort(): continue
+    if len(u.src) > 3 or (len(u.src) == 3 and u.src[2].dtype.scalar() is not dtypes.bool):
+      raise KernelOptError(f"PADTO: can't gate an INDEX with {len(u.src)} sources")
+    if u not in stored and (aff := affine(u.src[1], new)) is not None and aff[1] != 1:
+      subs[u] = u.replace(src=(u.src[0], u.src[1].substitute({new: new.minimum(size - 1)}), *u.src[2:]))
+    else: subs[u] = u.replace(src=(u.src[0], u.src[1], u.src[2] & valid if len(u.src) == 3 else valid))
+  ret = ret.substitute(subs)
+  return ret.replace(arg=_with_opts(ret.arg, opt))
+
+def _block_reduce(ast: UOp, opt: Opt, axes: list[UOp]) -> UOp:
+  """KBLOCK: reduce range r (size K) -> an outer loop r0 over K/amt blocks and a reduce r1 over one block. The one REDUCE
+  over r must be an ADD stored as it is into a global buffer the kernel doesn't read; the store then adds the block's sum
+  to what the previous blocks left there (a load gated off in the first block reads 0). r0 nests just inside the
+  outermost loop around the store (which a multi-core split or a grid may divide: its iterations own disjoint outputs)."""
+  r = axes[opt.axis]  # type: ignore[index]
+  if r.arg[1] is not AxisType.REDUCE: raise KernelOptError(f"KBLOCK needs a REDUCE axis, axis {opt.axis} is {r.arg[1]}")
+  size, amt = _range_size(r), opt.arg or 0
+  if amt <= 1 or amt >= size or size % amt != 0: raise KernelOptError(f"KBLOCK by {amt} doesn't block axis {opt.axis} of size {size}")
+  topo = ast.toposort()
+  reds = [u for u in topo if u.op is Ops.REDUCE and r in u.src[1:]]
+  stores = [u for u in topo if u.op is Ops.STORE and len(reds) == 1 and u.src[1] is reds[0]]
+  users = [u for u in topo if len(reds) == 1 and reds[0] in u.src]
+  if len(reds) != 1 or reds[0].arg is not Ops.ADD or len(stores) != 1 or users != stores:
+    raise KernelOptError(f"KBLOCK needs axis {opt.axis} in one ADD reduce whose value is stored as it is")
+  red, st = reds[0], stores[0]
+  idx = st.src[0]
+  if idx.op is not Ops.INDEX or idx.src[0].op is not Ops.PARAM or len(idx.src) not in (2, 3) or st.src[2:]:
+    raise KernelOptError("KBLOCK needs a store into a global buffer (gated by its INDEX only)")
+  if any(u.op is Ops.INDEX and u is not idx and u.src[0] is idx.src[0] for u in topo): raise KernelOptError("KBLOCK: the kernel reads its output buffer")
+  tops = [e for e in ast.src if e.op is Ops.END and st in e.toposort()]
+  if len(tops) != 1: raise KernelOptError("KBLOCK needs the store inside an output loop")
+  top = tops[0]
+  next_id = max(x.arg[0] for x in axes) + 1
+  r0, r1 = UOp.range(size // amt, r.arg[0], AxisType.KBLOCK, r.dtype), UOp.range(amt, next_id, AxisType.REDUCE, r.dtype)
+  # the partial sum so far: gated by r0 != 0 (and the store's own gate), which also keeps the load inside r0's loop
+  prev = UOp(Ops.INDEX, idx.dtype, (idx.src[0], idx.src[1], idx.src[2] & r0.ne(0) if len(idx.src) == 3 else r0.ne(0))).load()
+  new_top = UOp(Ops.END, dtypes.void, (UOp(Ops.END, dtypes.void, (top.src[0], r0)), *top.src[1:]))
+  ret = ast.substitute({top: new_top}).substitute({red: prev + red}).substitute({r: r0 * amt + r1})
+  ret = graph_rewrite(ret, PatternMatcher([(UPat(Ops.REDUCE, name="e"), functools.partial(_fix_reduce, old=r0 * amt + r1, new=(None, r1)))]),
+                      name="fix kblock reduce")
   return ret.replace(arg=_with_opts(ret.arg, opt))
 
 def _fix_end(e: UOp, old: UOp, new: tuple[UOp | None, UOp]) -> UOp | None:

@@ -1,16 +1,18 @@
-"""BEAM search: time candidate optimizations of a kernel on its device and keep the fastest (cached on disk)."""
+"""BEAM search: time candidate optimizations of a kernel on its device and keep the fastest (cached on disk, keyed by the
+kernel, the renderer and its declared caps, which name the host's arch and caches)."""
 from __future__ import annotations
 import itertools
 import time
 
 import numpy as np
 
-from tg_core.codegen.opt.apply import KernelOptError, Opt, OptOps, apply_opt, axis_index, kernel_axes
+from tg_core.codegen.opt.apply import KernelOptError, Opt, OptOps, apply_opt, apply_opts, axis_index, kernel_axes
 from tg_core.device import Buffer, Device, diskcache_get, diskcache_put
 from tg_core.dtype import AddrSpace, _to_np_storage
 from tg_core.helpers import DEBUG, IGNORE_BEAM_CACHE, tqdm_iter
 from tg_core.uop import Ops
 from tg_core.uop.ops import AxisType, UOp
+from tg_core.renderer import RendererCaps
 
 def beam_candidates(ast: UOp) -> list[list[Opt]]:
   """Opt lists BEAM search times: combinations of upcasts of the last two output axes and an unroll of the last
@@ -39,6 +41,23 @@ def beam_candidates(ast: UOp) -> list[list[Opt]]:
         except KernelOptError: pass
   return cands
 
+def blocking_candidates(ast: UOp, caps: RendererCaps) -> list[list[Opt]]:
+  """Opt lists for the cache blocking of a reduce kernel with one reduce axis: the heuristic's own choice for `caps`, and
+  the same register tile and loop order with the reduce K-blocked by each power of two from 32 to K/2 (or not at all).
+  Each list is valid for `ast`."""
+  from tg_core.codegen.opt.heuristic import hand_coded_optimizations
+  base = [o for o in hand_coded_optimizations(ast, caps) if o.op is not OptOps.KBLOCK]
+  cur = apply_opts(ast, base)
+  reds = [i for i, r in enumerate(kernel_axes(cur)) if r.arg[1] is AxisType.REDUCE]
+  if len(reds) != 1: return [base]
+  k = kernel_axes(cur)[reds[0]].src[0].arg if kernel_axes(cur)[reds[0]].src[0].op is Ops.CONST else 0
+  cands = [base]
+  for kc in (1 << i for i in range(5, max(k.bit_length() - 1, 5))):
+    try: apply_opt(cur, o := Opt(OptOps.KBLOCK, reds[0], kc))
+    except KernelOptError: continue
+    cands.append(base + [o])
+  return cands
+
 def _time_program(device: str, ast: UOp, opts: list[Opt], bufs: list[Buffer], var_vals: dict[str, int], runs: int = 3) -> float:
   from tg_core.engine.realize import CompiledRunner
   r = CompiledRunner(device, ast, opts)
@@ -63,7 +82,8 @@ def beam_search(ast: UOp, device: str, amt: int, var_vals: dict[str, int] | None
     raw = rng.integers(0, 4, size=p.arg.size or 1).astype(_to_np_storage(p.dtype))
     b.copyin(memoryview(np.ascontiguousarray(raw)).cast("B"))
     bufs.append(b)
-  cands = beam_candidates(ast)[:max(1, amt) * 8]
+  # the blocking choices first (the heuristic's register tile with each K block), then the small-tile grid
+  cands = (blocking_candidates(ast, ren.caps) + beam_candidates(ast))[:max(1, amt) * 8]
   timed: list[tuple[float, list[Opt]]] = []
   for opts in tqdm_iter(cands, desc=f"BEAM {ast.arg.name if ast.arg else ''}", disable=DEBUG < 1):
     try: timed.append((_time_program(device, ast, opts, bufs, var_vals or {}), opts))
