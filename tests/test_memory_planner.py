@@ -109,3 +109,18 @@ def test_assign_offsets_disjoint_and_aligned():
 
 def test_lifetimes():
   assert lifetimes([["a", "b"], ["b", "c"], ["c"], ["a"]], {"a", "b", "c"}) == {"a": (0, 3), "b": (0, 1), "c": (1, 2)}
+
+def test_jit_keeps_buffers_filled_from_the_host_during_the_capture():
+  """A constant uploaded while the function is traced is read, never written, by the captured kernels: it holds data from
+  outside the step, so the planner must not move it into shared memory (its contents would be lost and overwritten)."""
+  rng = np.random.default_rng(3)
+  consts = [rng.standard_normal(256).astype(np.float32) for _ in range(4)]
+  @TinyJit
+  def f(x: Tensor) -> Tensor:
+    for c in consts: x = (x * Tensor(c) + 1).contiguous().realize()  # each Tensor(c): a host upload, then dead after the trace
+    return x.sum()
+  for i in range(4):
+    x = rng.standard_normal(256).astype(np.float32)
+    want = x.copy()
+    for c in consts: want = want * c + 1
+    np.testing.assert_allclose(f(Tensor(x)).numpy(), want.sum(dtype=np.float64), rtol=1e-4, err_msg=f"call {i}")

@@ -132,7 +132,12 @@ def _plan_captured(captured: list[tuple[Any, list[Buffer], dict[str, int]]], inp
   from tg_core.engine.realize import buffers
   from tg_core.schedule.memory import plan_buffers
   held = {id(b) for b in buffers.values()} | {id(b) for b in inputs}
-  cands = {b for _, bufs, _ in captured for b in bufs if id(b) not in held}
+  # only a buffer the capture writes before it reads it (its first use is as a kernel's or copy's output, slot 0) holds nothing
+  # from outside the step: one filled before or during the capture from the host (a constant uploaded mid-trace) keeps its memory
+  first_written: dict[int, bool] = {}
+  for _, bufs, _ in captured:
+    for pos, b in enumerate(bufs): first_written.setdefault(id(b), pos == 0)
+  cands = {b for _, bufs, _ in captured for b in bufs if id(b) not in held and first_written[id(b)]}
   if len(cands) < 2 or not (planned := plan_buffers([bufs for _, bufs, _ in captured], cands)): return captured
   for b in planned.values(): b.ensure_allocated()
   if DEBUG >= 1: print(f"JIT memory planner: {len(planned)} intermediates share {planned[next(iter(planned))].base.nbytes} bytes")
