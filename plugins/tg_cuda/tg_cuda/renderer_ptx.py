@@ -407,16 +407,9 @@ class _PTXWriter:
     space, buf = self._buf(idx)
     if len(u.src) != 2 or len(idx.src) != 2: raise NotImplementedError("the PTX renderer has no gated vector stores (tg_cuda.devectorize splits them)")
     reg, dt, n = space == "local", u.src[1].dtype.scalar(), u.src[1].dtype.count
-    raws, k = [], kind(dt)
+    raws = []
     for v in self.vr[u.src[1]]:
-      if k == "p": v, mt = self.bits_of(v, dt), "u8"
-      elif reg and k == "f": mt = "f32"
-      elif dt == dtypes.float16:
-        h = self.new("h")
-        self.ins(f"cvt.rn.f16.f32 {h}, {v}")
-        v, mt = h, "b16"
-      elif dt == dtypes.bfloat16: v, mt = self.f2bf(v), "u16"
-      else: mt = mtype(dt)
+      v, mt = self._stored_value(v, dt, reg)
       raws.append(v)
     self._vector_access(space, self.r[idx], n, self.elem_size(buf) // buf.dtype.count if reg else self.elem_size(buf), mt, raws, False)
 
@@ -631,16 +624,20 @@ class _PTXWriter:
     gate = self._gate(self._gates(u))
     pre = f"@{gate} " if gate else ""
     reg = buf.op is Ops.BUFFER and buf.arg.addrspace is AddrSpace.REG
-    v, dt = self.r[u.src[1]], u.src[1].dtype
+    v, mt = self._stored_value(self.r[u.src[1]], u.src[1].dtype, reg)
+    self.ins(f"{pre}st.{space}.{mt} [{self.r[idx]}], {v}")
+
+  def _stored_value(self, v: str, dt: DType, reg: bool) -> tuple[str, str]:
+    """A register holding a value of `dt` as a store writes it, and the st type: bools as bytes, halves narrowed from their f32
+    registers (REG buffers keep floats as f32)."""
     s, k = _scalar(dt), kind(dt)
-    if k == "p": v, mt = self.bits_of(v, dt), "u8"
-    elif reg and k == "f": mt = "f32"
-    elif s == dtypes.float16:
+    if k == "p": return self.bits_of(v, dt), "u8"
+    if reg and k == "f": return v, "f32"
+    if s == dtypes.float16:
       h = self.new("h")
       self.ins(f"cvt.rn.f16.f32 {h}, {v}")
-      v, mt = h, "b16"
-    elif s == dtypes.bfloat16: v, mt = self.f2bf(v), "u16"
-    else: mt = mtype(dt)
-    self.ins(f"{pre}st.{space}.{mt} [{self.r[idx]}], {v}")
+      return h, "b16"
+    if s == dtypes.bfloat16: return self.f2bf(v), "u16"
+    return v, mtype(dt)
 
 __all__ = ["PTXRenderer", "PTX_VERSION", "ARCHS"]
