@@ -3,6 +3,7 @@ and the hand-written heuristic, run on the device the tensors live on (the defau
 from __future__ import annotations
 from typing import Callable
 
+import dataclasses
 import numpy as np
 import pytest
 
@@ -134,9 +135,24 @@ def test_matmul_loop_order_follows_the_declared_l2():
     return hand_coded_optimizations(items[0].ast, RendererCaps(**{**cpu, **caps}))  # type: ignore[arg-type]
   assert OptOps.SWAP in [o.op for o in opts(1024, 1024, 1024, cache_sizes=(32768, 524288))]
   assert OptOps.SWAP in [o.op for o in opts(64, 4096, 64, cache_sizes=(32768, 524288))]
-  assert all(o.op is not OptOps.SWAP for o in opts(4096, 64, 4096, cache_sizes=(32768, 524288)))  # the output dominates
+  # the output dominates: the rows stay outside the columns, only a block loop of the columns goes outside them
+  assert [o.op for o in opts(4096, 64, 4096, cache_sizes=(32768, 524288))][-2:] == [OptOps.SPLIT, OptOps.SWAP]
   assert all(o.op is not OptOps.SWAP for o in opts(1024, 1024, 1024, cache_sizes=(32768, 8 << 20)))  # B fits the L2
   assert all(o.op is not OptOps.SWAP for o in opts(1024, 1024, 1024))  # caches unknown
+
+def test_wide_output_matmul_blocks_the_strided_operand_to_the_declared_l2():
+  # 256x64x256: B (64 KB) outgrows a 32 KB L2 while the output (256 KB) keeps the rows outside: the columns split into the
+  # fewest blocks whose slice of B fits half the L2 (4 blocks of 4 tiles), the block loop outside the rows
+  from tg_core.renderer import RendererCaps
+  caps = RendererCaps(vector_upcast=True, vector_width=8, big_reduce_tile=(16, 6), cache_sizes=(32 << 10, 32 << 10))
+  x, w = rnd(256, 64), rnd(64, 256)
+  items, _ = create_schedule(UOp.sink((Tensor(x) @ Tensor(w)).uop))
+  opts = hand_coded_optimizations(items[0].ast, caps)
+  assert opts[-2:] == [Opt(OptOps.SPLIT, 1, 4), Opt(OptOps.SWAP, 0, 1)], opts
+  np.testing.assert_allclose(run_with_opts(Tensor(x) @ Tensor(w), opts), x.astype(np.float64) @ w, rtol=1e-4, atol=1e-3)
+  # B fits the L2, or no L2 is declared: no blocks
+  for cache_sizes in ((32 << 10, 512 << 10), (32 << 10,)):
+    assert OptOps.SPLIT not in [o.op for o in hand_coded_optimizations(items[0].ast, dataclasses.replace(caps, cache_sizes=cache_sizes))]
 
 @pytest.mark.parametrize("opt", [Opt(OptOps.UPCAST, 0, 5), Opt(OptOps.UNROLL, 0, 2), Opt(OptOps.UPCAST, 9, 2), Opt(OptOps.UPCAST, 2, 2)])
 def test_bad_opts_raise(opt: Opt):
@@ -238,14 +254,15 @@ def test_beam_blocking_candidates_match_numpy():
   for opts in cands: np.testing.assert_allclose(run_with_opts(Tensor(x) @ Tensor(w), opts), x.astype(np.float64) @ w, rtol=1e-4, atol=1e-4, err_msg=str(opts))
 
 def test_matvec_heuristic_blocks_columns_and_rows_from_the_declared_l1():
-  # x @ W: column blocks whose partial sums fill a quarter of the L1, the reduce K-blocked by a few rows inside each
+  # x @ W: a 16 x 4 tile (16 x 6 rounds down: 8 accumulator vectors), column blocks whose partial sums fill a quarter of the L1
+  # (64 columns a tile, 2048 columns: 2 blocks of 16 tiles), the reduce K-blocked by a few rows inside each
   from tg_core.renderer import RendererCaps
   from tg_core.codegen.opt.heuristic import ROW_STREAMS
   caps = RendererCaps(vector_upcast=True, vector_width=8, big_reduce_tile=(16, 6), cache_sizes=(32 << 10, 512 << 10))
   x, w = rnd(1, 2048), rnd(2048, 2048)
   items, _ = create_schedule(UOp.sink((Tensor(x) @ Tensor(w)).uop))
   opts = hand_coded_optimizations(items[0].ast, caps)
-  assert opts == [Opt(OptOps.UPCAST, 0, 16), Opt(OptOps.UPCAST, 0, 8), Opt(OptOps.SPLIT, 0, 4), Opt(OptOps.KBLOCK, 4, ROW_STREAMS)], opts
+  assert opts == [Opt(OptOps.UPCAST, 0, 16), Opt(OptOps.UPCAST, 0, 4), Opt(OptOps.SPLIT, 0, 16), Opt(OptOps.KBLOCK, 4, ROW_STREAMS)], opts
   np.testing.assert_allclose(run_with_opts(Tensor(x) @ Tensor(w), opts), x.astype(np.float64) @ w, rtol=1e-4, atol=1e-3)
 
 def test_bf16_matmul_heuristic_skips_kblock():

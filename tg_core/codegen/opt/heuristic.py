@@ -55,8 +55,9 @@ def hand_coded_optimizations(ast: UOp, caps: RendererCaps | None = None) -> list
   wide_col = col_reduce and caps.big_reduce_tile is not None and work >= 1 << 22
   if wide_col and caps.big_reduce_tile is not None:
     # the register tile along the one output axis: both upcasts split it (the outer part keeps its place, out_axes[0]); a
-    # row count that isn't a power of two (16 x 6 on AVX2) rounds up, as the axis is a power of two more often than not
-    for t in caps.big_reduce_tile: cur = first_fit(cur, OptOps.UPCAST, out_axes[0], _halvings(1 << (t - 1).bit_length()))
+    # row count that isn't a power of two (16 x 6 on AVX2) rounds down, as the axis is a power of two more often than not and
+    # rounding up spills: 16 x 8 is 16 accumulator vectors, all of AVX2's registers with none left for the broadcast
+    for t in caps.big_reduce_tile: cur = first_fit(cur, OptOps.UPCAST, out_axes[0], _halvings(1 << (t.bit_length() - 1)))
     if len(red_axes) == 1 and caps.cache_sizes:
       for o in _column_reduce_blocks(cur, caps.cache_sizes[0]):
         cur = apply_opt(cur, o)
@@ -80,6 +81,10 @@ def hand_coded_optimizations(ast: UOp, caps: RendererCaps | None = None) -> list
     if big and len(red_axes) == 1 and caps.cache_sizes and (kb := _reduce_block(cur, caps.cache_sizes)) is not None:
       cur = apply_opt(cur, kb)
       opts.append(kb)
+    elif big and len(red_axes) == 1 and len(caps.cache_sizes) >= 2:
+      for o in _strided_operand_blocks(cur, caps.cache_sizes):
+        cur = apply_opt(cur, o)
+        opts.append(o)
   elif out_axes:
     cur = first_fit(cur, OptOps.UPCAST, out_axes[-1], _halvings(max(width, 4)))
     # loads strided along the stores (a transpose): a few steps of an axis they are contiguous in share their cache lines
@@ -126,6 +131,38 @@ def _loop_order(ast: UOp, caches: tuple[int, ...]) -> list[Opt]:
   if not uses(strided[0], inner) or uses(strided[0], outer): return []
   # the loop of the strided operand (`inner` now) goes outside the streamed operand's loop (`outer` now)
   return [Opt(OptOps.SWAP, axes.index(outer), axes.index(inner))]
+
+def _strided_operand_blocks(ast: UOp, caches: tuple[int, ...]) -> list[Opt]:
+  """Cache blocks for a tiled matmul whose output dominates (wide and short: 4096x64x4096, where `_loop_order` keeps
+  the rows outside): the operand strided along the reduce (B, K x N) outgrows the L2 (`caches[1]`), so every row tile
+  reads all of it again from the L3 (683 times for 4096 rows in tiles of 6; 512 times with the 8-row tile before, which
+  is why the 6-row tile regressed there with both cores sharing the L3). Its loop (the columns, inner) is split into the
+  fewest blocks whose slice of B fits half the L2 (SPLIT) and the block loop goes outside the rows (SWAP): B comes from
+  the L3 once and the streamed operand (A) once per block. Only where that moves fewer bytes (blocks x A < row tiles x
+  B). The block loop is the one the cores share. 4096x64x4096 fp32 on one Zen 3 core (thread CPU time, a loaded VM):
+  49-54 -> 44-48 ms, numpy 48-60. [] where it doesn't apply."""
+  axes = kernel_axes(ast)
+  loops = [r for r in axes if r.arg[1] in (AxisType.LOOP, AxisType.GLOBAL)]
+  reds = [r for r in axes if r.arg[1] is AxisType.REDUCE]
+  if len(loops) != 2 or len(reds) != 1 or any(r.src[0].op is not Ops.CONST for r in loops): return []
+  if (nest := nesting(ast, *loops)) is None: return []
+  inner, outer = nest
+  loads = [u for u in ast.toposort() if u.op is Ops.LOAD and u.src[0].op is Ops.INDEX and u.src[0].src[0].op is Ops.PARAM]
+  def nbytes(u: UOp) -> int: return (u.src[0].src[0].arg.size or 0) * u.src[0].src[0].dtype.itemsize
+  def uses(u: UOp, r: UOp) -> bool: return r in u.src[0].src[1].toposort()
+  # (a padded axis clamps A's row index, min(r, s-1): its stride along the reduce can read as unknown, None)
+  strided = [u for u in loads if access_strides(u, reds[0], Ops.LOAD)[-1] not in (0, 1, None)]
+  if len(strided) != 1 or nbytes(b := strided[0]) <= caches[1] or not uses(b, inner) or uses(b, outer): return []
+  n = inner.src[0].arg
+  blocks = next((c for c in range(2, n + 1) if n % c == 0 and nbytes(b) // c <= caches[1] // 2), None)
+  if blocks is None or blocks * sum(nbytes(u) for u in loads if u is not b) >= outer.src[0].arg * nbytes(b): return []
+  split = Opt(OptOps.SPLIT, axes.index(inner), n // blocks)
+  try:
+    cur = apply_opt(ast, split)
+    cur_axes = kernel_axes(cur)
+    apply_opt(cur, swap := Opt(OptOps.SWAP, cur_axes.index(outer), cur_axes.index(_same_axis(cur, inner))))
+  except KernelOptError: return []
+  return [split, swap]
 
 def _same_axis(ast: UOp, r: UOp) -> UOp:
   """The range of `ast` with r's axis id (padding an axis replaces its range by a longer one with the same id)."""
@@ -175,11 +212,13 @@ ROW_STREAMS = 8
 
 def _column_reduce_blocks(ast: UOp, l1: int) -> list[Opt]:
   """Cache blocks for a tiled column reduce (a matvec x @ W, W K x N): the columns in blocks whose partial sums fill a
-  quarter of the L1 (`l1` bytes), an outer loop over the blocks (SPLIT, the loop the cores share: at least 4 blocks), and inside it the
+  quarter of the L1 (`l1` bytes), an outer loop over the blocks (SPLIT, the loop the cores share: at least 2 blocks), and inside it the
   reduce K-blocked by ROW_STREAMS rows (KBLOCK), so each step reads ROW_STREAMS runs of a quarter L1 of contiguous weights
   while the partial sums stay in the L1. Without it each reduce step reads one register tile of a row (512 bytes) a
   row apart. 1x4096x4096 fp32 on one Zen 3 core (thread CPU time, a loaded VM): 4.9-6.9 -> 7.3-8.8 GFLOPS, numpy 10.7.
-  [] where the axis has no such blocks or the reduce doesn't divide."""
+  Blocks as wide as a quarter L1 allows even if that leaves only 2 (a 64-column tile: 2048 columns, 8 KB of each weight
+  row): the prefetchers stop at a 4 KB page, and 4 blocks of 1024 columns read each row in one-page runs (same Zen 3
+  core: 4.2-5.4 ms -> 4.2-4.7 ms, with the 16 x 4 tile). [] where the axis has no such blocks or the reduce doesn't divide."""
   axes = kernel_axes(ast)
   outs = [r for r in axes if r.arg[1] in (AxisType.LOOP, AxisType.GLOBAL)]
   reds = [r for r in axes if r.arg[1] is AxisType.REDUCE]
@@ -187,8 +226,8 @@ def _column_reduce_blocks(ast: UOp, l1: int) -> list[Opt]:
   stores = [u for u in ast.toposort() if u.op is Ops.STORE]
   tile = functools.reduce(lambda a, b: a * b, [r.src[0].arg for r in axes if r.arg[1] is AxisType.UPCAST], 1)
   n = outs[0].src[0].arg
-  # at most a quarter L1 of partial sums per block, and at least 4 blocks for the cores to share
-  bound = min((l1 // 4) // (tile * (stores[0].src[1].dtype.itemsize if stores else 4)), n // 4)
+  # at most a quarter L1 of partial sums per block, and at least 2 blocks for the cores to share
+  bound = min((l1 // 4) // (tile * (stores[0].src[1].dtype.itemsize if stores else 4)), n // 2)
   block = next((d for d in range(bound, 1, -1) if n % d == 0), 0)
   if block < 2 or reds[0].src[0].arg % ROW_STREAMS != 0: return []
   split = Opt(OptOps.SPLIT, axes.index(outs[0]), block)
