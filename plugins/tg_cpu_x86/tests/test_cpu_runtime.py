@@ -68,6 +68,25 @@ def test_split_chunks_cover_the_loop_exactly() -> None:
       for core in range(cores): prg.fxn(addrs, vals, core, cores)
     np.testing.assert_array_equal(np.frombuffer(buf.mv, dtype=np.int32), np.full(n, 5, dtype=np.int32))
 
+def test_tiny_kernels_skip_the_optimization_passes() -> None:
+  # the renderer writes the kernel's work into the IR header; below TINY_WORK the compiler runs no optimization passes
+  from tg_cpu_x86.abi import kernel_work
+  from tg_cpu_x86.compiler import TINY_WORK, pass_level
+  for n, tiny in ((97, True), (TINY_WORK, False)):
+    out = param(0, dtypes.int32, n)
+    r = rng(n)
+    idx = out.index(r)
+    prg, src = compile_cpu(linearize(UOp.sink(idx.store(idx.load() + c(1, dtypes.int32)).end(r), arg=KernelInfo(name=f"work{n}"))))
+    assert kernel_work(src) == 3 * n  # a load, an add and a store per iteration
+    assert pass_level(src, 3) == (0 if tiny else 3)
+    from tg_core.device import BufferSpec
+    from tg_cpu_x86.allocator import CPUAllocator
+    buf = CPUAllocator()._alloc(4 * n, BufferSpec())
+    import ctypes
+    prg.fxn((ctypes.c_void_p * 1)(buf.addr), (ctypes.c_int32 * 1)(), 0, 1)
+    np.testing.assert_array_equal(np.frombuffer(buf.mv, dtype=np.int32), np.ones(n, dtype=np.int32))
+  assert kernel_work("define void @f() {\n  ret void\n}") is None and pass_level("define void @f() {}", 3) == 3  # IR without the header
+
 def test_reduce_only_kernel_is_not_split() -> None:
   n = 100
   inp, out = param(1, dtypes.float32, n), param(0, dtypes.float32, 1)

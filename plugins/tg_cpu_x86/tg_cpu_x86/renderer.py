@@ -13,7 +13,7 @@ from tg_core.dtype import AddrSpace, dtypes
 from tg_core.renderer.llvmir import _INT_BITS, CONTRACT, LLVMIRRenderer, LLVMKernelWriter, _bits, index_like, lconst, ltype, root_buffer
 from tg_core.uop import GroupOp, Ops
 from tg_core.uop.ops import AxisType, UOp
-from tg_cpu_x86.abi import symbol_name, work_symbol
+from tg_cpu_x86.abi import WORK_COMMENT, symbol_name, work_symbol
 
 __all__ = ["CONTRACT", "LLVMRenderer", "_bits", "index_like", "lconst", "ltype"]
 
@@ -36,23 +36,26 @@ def _split_range(uops: list[UOp]) -> UOp | None:
   return r if isinstance(r.arg, tuple) and r.arg[-1] in SPLIT_AXES else None
 
 _WORK_OPS = GroupOp.ALU | {Ops.LOAD, Ops.STORE, Ops.CAST, Ops.BITCAST}
-def _work_per_iter(uops: list[UOp], split: UOp | None) -> int:
-  """A static estimate of the ops one iteration of the split loop runs (inner loops weighted by their trip counts)."""
-  if split is None: return 0
-  mult, stack, total, inside = 1, [], 0, False
+def _weighted_work(uops: list[UOp], stop: UOp | None = None) -> int:
+  """A static estimate of the ops `uops` run, loops weighted by their trip counts (a symbolic one by its largest value,
+  capped at 2^20); counting stops at the END that closes `stop`."""
+  mult, stack, total = 1, [], 0
   for u in uops:
-    if u is split: inside = True; continue  # noqa: E702
-    if not inside: continue
     if u.op is Ops.RANGE:
       end = u.src[0]
       trip = int(end.arg) if end.op is Ops.CONST else int(min(max(end.vmax, 1), 1 << 20))
       stack.append(mult)
       mult *= max(trip, 1)
     elif u.op is Ops.END:
-      if split in u.src[1:]: break
-      mult = stack.pop()
+      if stop is not None and stop in u.src[1:]: break
+      mult = stack.pop() if stack else mult
     elif u.op in _WORK_OPS: total += mult * u.dtype.count if u.op is not Ops.STORE else mult * u.src[1].dtype.count
-  return max(total, 1)
+  return total
+
+def _work_per_iter(uops: list[UOp], split: UOp | None) -> int:
+  """A static estimate of the ops one iteration of the split loop runs (inner loops weighted by their trip counts)."""
+  if split is None: return 0
+  return max(_weighted_work(uops[uops.index(split) + 1:], stop=split), 1)
 
 class _CPUKernelWriter(LLVMKernelWriter):
   """The host ABI: `i64 KERNEL(i8** bufs, i32* vals, i32 core, i32 ncores)` around an always-inlined body; the split loop
@@ -104,7 +107,8 @@ class _CPUKernelWriter(LLVMKernelWriter):
     cargs += ["i32 %core", "i32 %ncores"]
     wrap += [f"  %ret = call i64 @{self.sym}.body({', '.join(cargs)})", "  ret i64 %ret", "}"]
     work = _work_per_iter(self.uops, self.split)
-    return [f"; tg kernel {self.name}", f"; split loop: {'yes' if self.split is not None else 'no'}", "",
+    # the whole kernel's work: the compiler gives a tiny kernel fewer passes (tg_cpu_x86.compiler.TINY_WORK)
+    return [f"; tg kernel {self.name}", f"; split loop: {'yes' if self.split is not None else 'no'}", f"{WORK_COMMENT}{_weighted_work(self.uops)}", "",
             f"@{work_symbol(self.name)} = constant i64 {work}", "",
             f"define internal i64 @{self.sym}.body({bargs}) #1 {{", *body, "}", "", *wrap]
 
