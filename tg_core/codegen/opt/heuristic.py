@@ -20,11 +20,13 @@ def hand_coded_optimizations(ast: UOp, caps: RendererCaps | None = None) -> list
   kernels upcast the innermost axis by `vector_width` (at least 4); with `transpose_tile`, a transpose also upcasts an
   axis its loads are contiguous in. A big single-output-axis reduce whose loads are contiguous along the output (a matvec
   `x @ W` with W K x N, column sums) takes the whole `big_reduce_tile` on that axis: each reduce step then reads a run of
-  a weight row as long as the register tile (128 floats = 8 cache lines), which the prefetcher streams; 16 floats a row
-  were a page walk and a cache miss each (1x4096x4096 fp32, same run: 0.44 -> 0.82-0.93x numpy). Targets that declare
-  their `cache_sizes` also get the loop order of a big matmul chosen for cache reuse (`_loop_order`) and, knowing the L1,
-  its reduce K-blocked (`_reduce_block`). A big kernel's tile that doesn't divide its axis pads the axis (`_tail_pad`:
-  1024 rows in tiles of 6, 1000 columns in tiles of 16) rather than halving the tile."""
+  a weight row as long as the register tile (16 x 6 rounds down to 16 x 4 on AVX2: 64 floats = 4 cache lines, in 8
+  accumulator vectors), which the prefetcher streams; 16 floats a row were a page walk and a cache miss each (1x4096x4096
+  fp32, same run: 0.44 -> 0.82-0.93x numpy). Targets that declare their `cache_sizes` also get the loop order of a big
+  matmul chosen for cache reuse (`_loop_order`; a wide-output one, its strided operand blocked to the L2:
+  `_strided_operand_blocks`) and, knowing the L1, its reduce K-blocked (`_reduce_block`). A big kernel's tile that
+  doesn't divide its axis pads the axis (`_tail_pad`: 1024 rows in tiles of 6, 1000 columns in tiles of 16) rather than
+  halving the tile."""
   if caps is None:
     from tg_core.renderer import RendererCaps
     caps = RendererCaps()
