@@ -46,3 +46,19 @@ def test_conv_transpose_kernel_equal_stride(k: int, pads: list[int] | None, outp
   g = helper.make_graph([node], "ct", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 6, 5, 7])],
                         [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [init("w", 6, 4 // group, k, k), init("b", 4)])
   check(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), {"x": rng.standard_normal((2, 6, 5, 7)).astype(np.float32)})
+
+def test_batchnorm_folds_into_the_conv_before_it() -> None:
+  # Conv -> BatchNormalization (folded at load) -> Relu, and a BatchNormalization whose Conv output is also read elsewhere (kept)
+  nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]),
+           helper.make_node("BatchNormalization", ["c1", "s1", "be1", "m1", "v1"], ["n1"], epsilon=1e-3), helper.make_node("Relu", ["n1"], ["r1"]),
+           helper.make_node("Conv", ["r1", "w2"], ["c2"]), helper.make_node("BatchNormalization", ["c2", "s2", "be2", "m2", "v2"], ["n2"]),
+           helper.make_node("Add", ["n2", "c2"], ["y"])]
+  var = [numpy_helper.from_array(rng.uniform(0.5, 2, 8).astype(np.float32), f"v{i}") for i in (1, 2)]
+  g = helper.make_graph(nodes, "bn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 9, 9])],
+                        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                        [init("w1", 8, 3, 3, 3), init("b1", 8), init("w2", 8, 8, 1, 1), *var,
+                         *[init(f"{p}{i}", 8) for i in (1, 2) for p in ("s", "be", "m")]])
+  m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 15)])
+  check(m, {"x": rng.standard_normal((2, 3, 9, 9)).astype(np.float32)})
+  assert [n.op_type for n in OnnxRunner(m).model.graph.node] == ["Conv", "Relu", "Conv", "BatchNormalization", "Add"]
+  assert [n.op_type for n in m.graph.node].count("BatchNormalization") == 2, "the caller's model must not change"

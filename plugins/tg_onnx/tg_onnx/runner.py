@@ -116,7 +116,7 @@ class OnnxRunner:
     except Exception as e: raise OnnxLoadError(f"cannot load the model: {type(e).__name__}: {e}") from e
 
   def _load(self, model: ModelProto | str | os.PathLike | bytes, device: str | None, jit: bool) -> None:
-    self.model = load_model(model)
+    self.model = fold_batchnorm(load_model(model))
     self.device = Device.canonicalize(device) if device is not None else Device.DEFAULT
     self.jit = jit
     self.opsets: dict[str, int] = {}
@@ -349,6 +349,47 @@ class OnnxRunner:
     return outs
 
 NONDETERMINISTIC = {"RandomUniform", "RandomNormal", "RandomUniformLike", "RandomNormalLike", "Multinomial", "Bernoulli"}
+
+def fold_batchnorm(model: ModelProto) -> ModelProto:
+  """The model with each inference BatchNormalization that follows a Conv folded into the Conv's weight and bias (as onnxruntime
+  does at load): w * s per output channel and (b - mean) * s + beta, s = scale / sqrt(var + eps). Only where the Conv's output is
+  read by that BatchNormalization alone and every parameter is an initializer; `model` itself is not changed (a copy is)."""
+  g = model.graph
+  inits = {i.name: i for i in g.initializer}
+  readers = _readers(g)
+  producer = {o: n for n in g.node for o in n.output}
+  folds: list[tuple[NodeProto, NodeProto]] = []
+  for bn in g.node:
+    attrs = {a.name: a for a in bn.attribute}
+    if bn.op_type != "BatchNormalization" or bn.domain not in ("", "ai.onnx") or len([o for o in bn.output if o]) != 1 or not bn.output[0]: continue
+    if ("training_mode" in attrs and attrs["training_mode"].i) or ("spatial" in attrs and attrs["spatial"].i != 1) or len(bn.input) != 5: continue
+    conv = producer.get(bn.input[0])
+    if conv is None or conv.op_type != "Conv" or conv.domain not in ("", "ai.onnx") or readers.get(bn.input[0], 0) != 1: continue
+    if not all(n in inits for n in [*bn.input[1:], *conv.input[1:]] if n) or len(conv.input) < 2: continue
+    folds.append((conv, bn))
+  if not folds: return model
+  model = ModelProto.FromString(model.SerializeToString())  # a copy: the caller's model stays as it was
+  g = model.graph
+  by_out = {n.output[0]: n for n in g.node if n.output}
+  drop = set()
+  for k, (conv0, bn0) in enumerate(folds):
+    conv, bn = by_out[conv0.output[0]], by_out[bn0.output[0]]
+    w = numpy_helper.to_array(inits[conv.input[1]])
+    scale, beta, mean, var = (numpy_helper.to_array(inits[n]).astype(np.float64) for n in bn.input[1:])
+    eps = next((a.f for a in bn.attribute if a.name == "epsilon"), 1e-5)
+    sc = scale / np.sqrt(var + eps)
+    bias = numpy_helper.to_array(inits[conv.input[2]]).astype(np.float64) if len(conv.input) > 2 and conv.input[2] else np.zeros(w.shape[0])
+    wname, bname = f"{conv.input[1]}__bn_folded_{k}", f"{bn.output[0]}__bn_folded_bias"
+    g.initializer.append(numpy_helper.from_array((w * sc.reshape(-1, *[1] * (w.ndim - 1))).astype(w.dtype), wname))
+    g.initializer.append(numpy_helper.from_array(((bias - mean) * sc + beta).astype(w.dtype), bname))
+    del conv.input[1:]
+    conv.input.extend([wname, bname])
+    conv.output[0] = bn.output[0]
+    drop.add(bn.output[0])
+  keep = [n for n in g.node if not (n.op_type == "BatchNormalization" and n.output and n.output[0] in drop)]
+  del g.node[:]
+  g.node.extend(keep)
+  return model
 
 def _conv_weights(graph: GraphProto, initializers: dict[str, Value]) -> list[str]:
   """The initializers that only ever are the weight of a 2-D, ungrouped Conv of `graph`."""
