@@ -276,3 +276,22 @@ def test_bf16_matmul_heuristic_skips_kblock():
   caps = RendererCaps(vector_upcast=True, vector_width=8, big_reduce_tile=(16, 6), cache_sizes=(32 << 10, 512 << 10))
   opts = hand_coded_optimizations(graph_rewrite(items[-1].ast, symbolic), caps)
   assert opts and all(o.op is not OptOps.KBLOCK for o in opts), opts
+
+def test_conv_with_output_channel_innermost_weights_takes_the_conv_register_tile():
+  # weights stored (cin, kh, kw, cout) (tg-onnx stores Conv initializers so): a vector tile of output channels times a run of output
+  # columns up to the register tile's rows + 1 (14 columns -> 7); weights in the (cout, cin, kh, kw) order keep the generic tiles
+  from tg_core.renderer import RendererCaps
+  from tg_core.uop.symbolic import symbolic
+  from tg_core.uop.rewrite import graph_rewrite
+  caps = RendererCaps(vector_upcast=True, vector_width=8, big_reduce_tile=(16, 6))
+  x, w = rnd(2, 8, 14, 14), rnd(32, 8, 3, 3)
+  wt = Tensor(np.ascontiguousarray(w.transpose(1, 2, 3, 0))).realize().permute(3, 0, 1, 2)
+  out = Tensor(x).conv2d(wt, padding=1)
+  items, _ = create_schedule(UOp.sink(out.uop))
+  opts = hand_coded_optimizations(graph_rewrite(items[-1].ast, symbolic), caps)
+  assert opts == [Opt(OptOps.UPCAST, 1, 16), Opt(OptOps.UPCAST, 3, 7)]
+  import torch
+  ref = torch.nn.functional.conv2d(torch.tensor(x), torch.tensor(w), padding=1).numpy()
+  np.testing.assert_allclose(run_with_opts(out, opts), ref, rtol=1e-4, atol=1e-4)
+  items, _ = create_schedule(UOp.sink(Tensor(x).conv2d(Tensor(w), padding=1).uop))
+  assert Opt(OptOps.UPCAST, 1, 16) not in hand_coded_optimizations(graph_rewrite(items[-1].ast, symbolic), caps)

@@ -31,6 +31,7 @@ def hand_coded_optimizations(ast: UOp, caps: RendererCaps | None = None) -> list
     from tg_core.renderer import RendererCaps
     caps = RendererCaps()
   if (tc := _apply_tc(ast, caps)) is not None: return tc
+  if (conv := _conv_tile(ast, caps)) is not None: return conv
   width = caps.vector_width
   opts: list[Opt] = []
   axes = kernel_axes(ast)
@@ -107,6 +108,42 @@ def _apply_tc(ast: UOp, caps: RendererCaps) -> list[Opt] | None:
       return [opt]
     except KernelOptError: continue
   return None
+
+def _conv_tile(ast: UOp, caps: RendererCaps) -> list[Opt] | None:
+  """The register tile of a direct convolution whose weights are stored output channel innermost (tg-onnx stores them so at
+  load): a vector tile over the output channels `c` (`big_reduce_tile[0]`, the weight loads then read whole vectors) times
+  a run of output columns `w` (each input element read once and broadcast against the weight vectors), so per reduce step
+  (cin, kh, kw) the tile loads its weight vectors and one input element per column for rows x vectors multiply-adds. Rows:
+  the largest divisor of the column axis up to `big_reduce_tile[1] + 1` (the matmul tile's rows plus the register it keeps
+  for the broadcast: the conv's broadcast can come from memory), so 7, 14, 28, 56 and 112 columns all take 7. The kernel
+  is a conv when every load that varies with the reduce either steps by 1 along one output axis `c` and depends on no other
+  output axis (the weights) or doesn't depend on `c` and depends on at least two output axes (the input's rows and columns);
+  a matmul's A depends on one. None for anything else (depthwise convs, whose input depends on `c`; weights in the
+  (cout, cin, kh, kw) order; no register tile declared), which the generic heuristic then tiles."""
+  if caps.big_reduce_tile is None: return None
+  axes = kernel_axes(ast)
+  outs = [r for r in axes if r.arg[1] in (AxisType.LOOP, AxisType.GLOBAL) and r.src[0].op is Ops.CONST and r.src[0].arg > 1]
+  reds = [r for r in axes if r.arg[1] is AxisType.REDUCE]
+  if not reds or len(outs) < 3: return None
+  loads = [u for u in ast.toposort() if u.op is Ops.LOAD and u.src[0].op is Ops.INDEX and any(r in u.src[0].src[1].toposort() for r in reds)]
+  def deps(u: UOp) -> list[UOp]: return [r for r in outs if r in u.src[0].src[1].toposort()]
+  for c in outs:
+    strides = access_strides(ast, c, Ops.LOAD, reds)
+    weights = [u for u, st in zip(loads, strides) if st == 1 and deps(u) == [c]]
+    inputs = [u for u, st in zip(loads, strides) if st == 0 and len(deps(u)) >= 2]
+    if weights and inputs and len(weights) + len(inputs) == len(loads): break
+  else: return None
+  cols, rows = caps.big_reduce_tile
+  w = [r for r in deps(inputs[0]) if r is not c][-1]  # the innermost spatial axis of the input: the output columns
+  opts: list[Opt] = []
+  cur = ast
+  for ax, amts in ((c, _halvings(cols)), (w, tuple(d for d in range(rows + 1, 1, -1) if w.src[0].arg % d == 0))):
+    for amt in amts:
+      try: cur = apply_opt(cur, o := Opt(OptOps.UPCAST, kernel_axes(cur).index(_same_axis(cur, ax)), amt))
+      except KernelOptError: continue
+      opts.append(o)
+      break
+  return opts
 
 def _loop_order(ast: UOp, caches: tuple[int, ...]) -> list[Opt]:
   """Loop order for cache reuse in a tiled kernel with two output loops and one reduce (a matmul): the operand read with
