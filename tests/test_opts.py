@@ -245,6 +245,18 @@ def test_pack_matches_numpy(opts: list[Opt]):
   x, w = rnd(50, 96), rnd(96, 36)
   np.testing.assert_allclose(run_with_opts(Tensor(x) @ Tensor(w), opts), x.astype(np.float64) @ w, rtol=1e-4, atol=1e-4)
 
+def test_packed_matmul_heuristic_matches_numpy():
+  # the heuristic's whole blocking (tiles, padded row tail, column-panel blocks, K blocks, PACK) for declared Zen 3 caches
+  from tg_core.renderer import RendererCaps
+  caps = RendererCaps(vector_upcast=True, vector_width=8, big_reduce_tile=(16, 6), cache_sizes=(32 << 10, 512 << 10))
+  from tg_core.uop.symbolic import symbolic
+  from tg_core.uop.rewrite import graph_rewrite
+  x, w = rnd(100, 512), rnd(512, 400)
+  items, _ = create_schedule(UOp.sink((Tensor(x) @ Tensor(w)).uop))
+  opts = hand_coded_optimizations(graph_rewrite(items[0].ast, symbolic), caps)
+  assert opts[-3:] == [Opt(OptOps.SWAP, 0, 2), Opt(OptOps.KBLOCK, 5, 256), Opt(OptOps.PACK, 5, 2)], opts
+  np.testing.assert_allclose(run_with_opts(Tensor(x) @ Tensor(w), opts), x.astype(np.float64) @ w, rtol=1e-4, atol=1e-3)
+
 def test_pack_needs_a_loop_target():
   # the PYTHON reference reduces whole axes at once: a copy loop into a kernel-local panel has no form there
   with pytest.raises(KernelOptError, match="PACK"): run_with_opts(Tensor(A, device="PYTHON") @ Tensor(B, device="PYTHON"), PACK_CASES[-1])
