@@ -219,11 +219,12 @@ def test_big_matmul_heuristic_pads_tails_and_blocks_k_from_the_declared_l1():
     caps = RendererCaps(vector_upcast=True, vector_width=8, big_reduce_tile=(16, 6), cache_sizes=(l1, 512 << 10))
     return hand_coded_optimizations(graph_rewrite(items[0].ast, symbolic), caps)
   o = opts(1024, 1024, 1024, 32 << 10)
-  # 1024 rows in tiles of 6: padded to 1026; K blocked so 256 rows of B's 16 columns (64 bytes) fill half the L1; B's
-  # columns in blocks of 8 panels (8 x 16 KB: a quarter of the L2), packed
-  assert Opt(OptOps.PADTO, 0, 6) in o and o[-4:] == [Opt(OptOps.SPLIT, 1, 8), Opt(OptOps.SWAP, 0, 2), Opt(OptOps.KBLOCK, 5, 256), Opt(OptOps.PACK, 5, 2)], o
-  assert Opt(OptOps.KBLOCK, 5, 256) in opts(1024, 1024, 1024, 48 << 10)  # 384 rows fit: the largest divisor of 1024 below is 256
-  assert Opt(OptOps.KBLOCK, 5, 250) in (o1000 := opts(1000, 1000, 1000, 48 << 10)) and Opt(OptOps.SPLIT, 1, 7) in o1000  # 63 panels: 7 a block
+  # 1024 rows in tiles of 6: padded to 1026; K blocked so 256 rows of B's 16 columns (64 bytes) fill half the L1, packed
+  assert Opt(OptOps.PADTO, 0, 6) in o and o[-3:] == [Opt(OptOps.SWAP, 0, 1), Opt(OptOps.KBLOCK, 4, 256), Opt(OptOps.PACK, 4)], o
+  assert Opt(OptOps.KBLOCK, 4, 256) in opts(1024, 1024, 1024, 48 << 10)  # 384 rows fit: the largest divisor of 1024 below is 256
+  assert Opt(OptOps.KBLOCK, 4, 250) in opts(1000, 1000, 1000, 48 << 10)
+  # A's 2 MB K-block slab outgrows twice the L2: B's columns in blocks of 8 panels (8 x 16 KB: a quarter of the L2)
+  assert opts(2048, 2048, 2048, 32 << 10)[-4:] == [Opt(OptOps.SPLIT, 1, 8), Opt(OptOps.SWAP, 0, 2), Opt(OptOps.KBLOCK, 5, 256), Opt(OptOps.PACK, 5, 2)]
   assert all(x.op is not OptOps.KBLOCK for x in opts(4096, 64, 4096, 32 << 10))  # the reduce fits the L1 already
   # packed, a column block's outputs no longer keep K unblocked: B's panels are contiguous, the outputs revisited a block of rows at a time
   assert opts(4096, 4096, 4096, 32 << 10)[-2:] == [Opt(OptOps.KBLOCK, 5, 256), Opt(OptOps.PACK, 5, 2)]
@@ -248,13 +249,14 @@ def test_pack_matches_numpy(opts: list[Opt]):
 def test_packed_matmul_heuristic_matches_numpy():
   # the heuristic's whole blocking (tiles, padded row tail, column-panel blocks, K blocks, PACK) for declared Zen 3 caches
   from tg_core.renderer import RendererCaps
-  caps = RendererCaps(vector_upcast=True, vector_width=8, big_reduce_tile=(16, 6), cache_sizes=(32 << 10, 512 << 10))
+  # small declared caches so a small matmul gets every opt: K blocks of 64 (8 KB L1), A's 150 KB slab over twice a 64 KB L2
+  caps = RendererCaps(vector_upcast=True, vector_width=8, big_reduce_tile=(16, 6), cache_sizes=(8 << 10, 64 << 10))
   from tg_core.uop.symbolic import symbolic
   from tg_core.uop.rewrite import graph_rewrite
-  x, w = rnd(100, 512), rnd(512, 400)
+  x, w = rnd(600, 640), rnd(640, 384)
   items, _ = create_schedule(UOp.sink((Tensor(x) @ Tensor(w)).uop))
   opts = hand_coded_optimizations(graph_rewrite(items[0].ast, symbolic), caps)
-  assert opts[-3:] == [Opt(OptOps.SWAP, 0, 2), Opt(OptOps.KBLOCK, 5, 256), Opt(OptOps.PACK, 5, 2)], opts
+  assert opts[-4:] == [Opt(OptOps.SPLIT, 1, 4), Opt(OptOps.SWAP, 0, 2), Opt(OptOps.KBLOCK, 5, 64), Opt(OptOps.PACK, 5, 2)], opts
   np.testing.assert_allclose(run_with_opts(Tensor(x) @ Tensor(w), opts), x.astype(np.float64) @ w, rtol=1e-4, atol=1e-3)
 
 def test_pack_needs_a_loop_target():
