@@ -235,13 +235,60 @@ def test_big_matmul_heuristic_pads_tails_and_blocks_k_from_the_declared_l1():
     caps = RendererCaps(vector_upcast=True, vector_width=8, big_reduce_tile=(16, 6), cache_sizes=(l1, 512 << 10))
     return hand_coded_optimizations(graph_rewrite(items[0].ast, symbolic), caps)
   o = opts(1024, 1024, 1024, 32 << 10)
-  # 1024 rows in tiles of 6: padded to 1026; K blocked so 256 rows of B's 16 columns (64 bytes) fill half the L1
-  assert Opt(OptOps.PADTO, 0, 6) in o and o[-1] == Opt(OptOps.KBLOCK, 4, 256), o
-  assert opts(1024, 1024, 1024, 48 << 10)[-1] == Opt(OptOps.KBLOCK, 4, 256)  # 384 rows fit: the largest divisor of 1024 below is 256
-  assert opts(1000, 1000, 1000, 48 << 10)[-1] == Opt(OptOps.KBLOCK, 4, 250)
+  # 1024 rows in tiles of 6: padded to 1026; K blocked so 256 rows of B's 16 columns (64 bytes) fill half the L1, packed
+  assert Opt(OptOps.PADTO, 0, 6) in o and o[-3:] == [Opt(OptOps.SWAP, 0, 1), Opt(OptOps.KBLOCK, 4, 256), Opt(OptOps.PACK, 4)], o
+  assert Opt(OptOps.KBLOCK, 4, 256) in opts(1024, 1024, 1024, 48 << 10)  # 384 rows fit: the largest divisor of 1024 below is 256
+  assert Opt(OptOps.KBLOCK, 4, 250) in opts(1000, 1000, 1000, 48 << 10)
+  # A's 2 MB K-block slab outgrows twice the L2: B's columns in blocks of 8 panels (8 x 16 KB: a quarter of the L2)
+  assert opts(2048, 2048, 2048, 32 << 10)[-4:] == [Opt(OptOps.SPLIT, 1, 8), Opt(OptOps.SWAP, 0, 2), Opt(OptOps.KBLOCK, 5, 256), Opt(OptOps.PACK, 5, 2)]
   assert all(x.op is not OptOps.KBLOCK for x in opts(4096, 64, 4096, 32 << 10))  # the reduce fits the L1 already
-  assert all(x.op is not OptOps.KBLOCK for x in opts(4096, 4096, 4096, 32 << 10))  # a column panel's outputs outgrow a quarter L2
+  # packed, a column block's outputs no longer keep K unblocked: B's panels are contiguous, the outputs revisited a block of rows at a time
+  assert opts(4096, 4096, 4096, 32 << 10)[-2:] == [Opt(OptOps.KBLOCK, 5, 256), Opt(OptOps.PACK, 5, 2)]
+  # 64 rows (11 row tiles) reuse a packed panel too little: the unpacked K-blocked loop
+  o64 = opts(64, 4096, 64, 32 << 10)
+  assert all(x.op is not OptOps.PACK for x in o64) and o64[-1] == Opt(OptOps.KBLOCK, 4, 256), o64
   assert Opt(OptOps.PADTO, 1, 16) in opts(1000, 1000, 1000, 32 << 10)  # 1000 columns: one masked vector tile at the end
+
+# PACK: B's slice copied into a kernel-local panel (with the column panels of a block, and masked tails), same values
+PACK_CASES = [[Opt(OptOps.UPCAST, 1, 4), Opt(OptOps.PADTO, 0, 6), Opt(OptOps.UPCAST, 0, 6), Opt(OptOps.SWAP, 0, 1), Opt(OptOps.KBLOCK, 4, 32),
+               Opt(OptOps.PACK, 4)],
+              [Opt(OptOps.UPCAST, 1, 4), Opt(OptOps.PADTO, 0, 6), Opt(OptOps.UPCAST, 0, 6), Opt(OptOps.SWAP, 0, 1), Opt(OptOps.SPLIT, 1, 3),
+               Opt(OptOps.SWAP, 0, 2), Opt(OptOps.KBLOCK, 5, 24), Opt(OptOps.PACK, 5, 2)],
+              [Opt(OptOps.PADTO, 1, 16), Opt(OptOps.UPCAST, 1, 16), Opt(OptOps.PADTO, 0, 6), Opt(OptOps.UPCAST, 0, 6), Opt(OptOps.SWAP, 0, 1),
+               Opt(OptOps.PACK, 4)],
+              [Opt(OptOps.UPCAST, 1, 2), Opt(OptOps.PACK, 3)]]  # packed inside the row loop: re-copied per row, still right
+@pytest.mark.parametrize("opts", PACK_CASES, ids=str)
+def test_pack_matches_numpy(opts: list[Opt]):
+  x, w = rnd(50, 96), rnd(96, 36)
+  np.testing.assert_allclose(run_with_opts(Tensor(x) @ Tensor(w), opts), x.astype(np.float64) @ w, rtol=1e-4, atol=1e-4)
+
+def test_packed_matmul_heuristic_matches_numpy():
+  # the heuristic's whole blocking (tiles, padded row tail, column-panel blocks, K blocks, PACK) for declared Zen 3 caches
+  from tg_core.renderer import RendererCaps
+  # small declared caches so a small matmul gets every opt: K blocks of 64 (8 KB L1), A's 150 KB slab over twice a 64 KB L2
+  caps = RendererCaps(vector_upcast=True, vector_width=8, big_reduce_tile=(16, 6), cache_sizes=(8 << 10, 64 << 10))
+  from tg_core.uop.symbolic import symbolic
+  from tg_core.uop.rewrite import graph_rewrite
+  x, w = rnd(600, 640), rnd(640, 384)
+  items, _ = create_schedule(UOp.sink((Tensor(x) @ Tensor(w)).uop))
+  opts = hand_coded_optimizations(graph_rewrite(items[0].ast, symbolic), caps)
+  assert opts[-4:] == [Opt(OptOps.SPLIT, 1, 4), Opt(OptOps.SWAP, 0, 2), Opt(OptOps.KBLOCK, 5, 64), Opt(OptOps.PACK, 5, 2)], opts
+  np.testing.assert_allclose(run_with_opts(Tensor(x) @ Tensor(w), opts), x.astype(np.float64) @ w, rtol=1e-4, atol=1e-3)
+
+def test_pack_needs_a_loop_target():
+  # the PYTHON reference reduces whole axes at once: a copy loop into a kernel-local panel has no form there
+  with pytest.raises(KernelOptError, match="PACK"): run_with_opts(Tensor(A, device="PYTHON") @ Tensor(B, device="PYTHON"), PACK_CASES[-1])
+
+@pytest.mark.parametrize("opts, make", [([Opt(OptOps.UPCAST, 1, 2), Opt(OptOps.PACK, 0)], lambda a, b: a @ b),  # not a reduce axis
+                                        ([Opt(OptOps.PACK, 2)], lambda a, b: a @ b),  # no upcast: no load contiguous along one
+                                        ([Opt(OptOps.UPCAST, 1, 2), Opt(OptOps.PACK, 3)], lambda a, b: a @ b.T.contiguous().T),  # B^T: read along K
+                                        ([Opt(OptOps.UPCAST, 1, 2), Opt(OptOps.PACK, 3, 2)], lambda a, b: a @ b),  # arg not an output axis
+                                        ([Opt(OptOps.UPCAST, 1, 2), Opt(OptOps.PACK, 3, 0)], lambda a, b: a @ b)])  # B doesn't depend on A's rows
+def test_bad_pack_raises(opts: list[Opt], make: Callable):
+  items, _ = create_schedule(UOp.sink(make(Tensor(A), Tensor(B)).uop))
+  ast = items[-1].ast
+  for o in opts[:-1]: ast = apply_opt(ast, o)
+  with pytest.raises(KernelOptError, match="PACK"): apply_opt(ast, opts[-1])
 
 def test_beam_blocking_candidates_match_numpy():
   # BEAM's blocking choices: the heuristic's tile with the reduce K-blocked by each power of two (or not)

@@ -47,6 +47,17 @@ def affine(idx: UOp, rng: UOp) -> tuple[UOp, int] | None:
   rest = (idx - base - rng * d.arg).simplify()
   return (base, d.arg) if rest.op is Ops.CONST and rest.arg == 0 else None
 
+def _root(buf: UOp) -> UOp:
+  while buf.op is Ops.AFTER: buf = buf.src[0]
+  return buf
+
+def _kernel_local(buf: UOp) -> bool: return (root := _root(buf)).op is Ops.BUFFER and root.arg.addrspace is AddrSpace.REG
+
+def _vector_buffer(buf: UOp) -> bool:
+  """Global buffers, and the scalar kernel-local buffers PACK copies panels into (vector accumulators stay lane-wise)."""
+  if buf.op is Ops.PARAM: return buf.arg.addrspace is AddrSpace.GLOBAL
+  return _kernel_local(buf) and buf.dtype.count == 1 and (_root(buf).arg.size or 0) > 1
+
 class _Vectorizer:
   def __init__(self, body: UOp, rng: UOp, n: int, dtypes_ok: set[DType]):
     self.rng, self.n, self.dtypes_ok = rng, n, dtypes_ok
@@ -92,14 +103,14 @@ class _Vectorizer:
     if idx_node.op is not Ops.INDEX or len(idx_node.src) not in (2, 3): raise CantVectorize("access not through INDEX(buf, idx[, gate])")
     buf, idx = idx_node.src[0], idx_node.src[1]
     gate = idx_node.src[2] if len(idx_node.src) == 3 else None
-    if buf.op is not Ops.PARAM or buf.arg.addrspace is not AddrSpace.GLOBAL: raise CantVectorize("not a global buffer")
+    if not _vector_buffer(buf): raise CantVectorize("not a global buffer or a kernel-local panel")
     return buf, idx, gate, affine(idx, self.rng) if idx in self.deps else (idx, 0)
 
   def load(self, u: UOp) -> UOp:
     if len(u.src) != 1: raise CantVectorize("a LOAD with its own gate")
     self.check_dtype(u.dtype)
     buf, idx, gate, aff = self._access(u.src[0])
-    n, size = self.n, buf.arg.size
+    n, size = self.n, _root(buf).arg.size
     gate_dep = gate is not None and gate in self.deps
     if aff is not None and aff[1] == 0 and not gate_dep:  # the same element on every lane
       return buf.index(aff[0], *(() if gate is None else (gate,)), dtype=u.src[0].dtype).load(dtype=u.dtype)
@@ -148,8 +159,10 @@ def access_strides(x: UOp, rng: UOp, op: Ops, inside: list[UOp] | None = None) -
   return out
 
 def store_stride(body: UOp, rng: UOp) -> int | None:
-  """The stride of `rng` in the index of the body's stores, if they all agree (None: not affine or no store)."""
-  strides = set(access_strides(body, rng, Ops.STORE))
+  """The stride of `rng` in the index of the body's global stores, if they all agree (None: not affine or no store). A
+  panel PACK copies before the loop reads it is a store into a kernel-local buffer: it doesn't decide the output's axis."""
+  stores = [u for u in body.toposort() if u.op is Ops.STORE and u.src[0].op is Ops.INDEX and not _kernel_local(u.src[0].src[0])]
+  strides = {access_strides(u, rng, Ops.STORE)[-1] for u in stores}  # (a node's toposort ends with the node itself)
   return strides.pop() if len(strides) == 1 and None not in strides else None
 
 def loads_contiguous(x: UOp, r: UOp, inside: list[UOp] | None = None) -> bool:

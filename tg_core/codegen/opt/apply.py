@@ -10,16 +10,19 @@ while the other streams past it (values don't change, only the order the outputs
 axis (`axis`, a REDUCE range) by `arg`: an outer loop over its blocks (AxisType.KBLOCK) goes just inside the outermost
 output loop and the register accumulators sum one block, which is added to the output buffer (the first block stores), so
 the operand slices one block reads stay in cache while the output loops inside it pass over them. PADTO rounds an output
-axis up to a multiple of `arg`, gating every access that depends on it, so a tile that doesn't divide it can still apply."""
+axis up to a multiple of `arg`, gating every access that depends on it, so a tile that doesn't divide it can still apply.
+PACK (`axis`: a REDUCE range, after KBLOCK) copies the slice of the one operand read with a stride along that reduce
+(B's rows in A @ B) into a contiguous kernel-local buffer, once per iteration of the loops that slice depends on, and
+the reduce reads the copy at unit stride (see `_pack_operand`)."""
 from __future__ import annotations
 import functools
 from dataclasses import dataclass
 from enum import Enum, auto
 from typing import TYPE_CHECKING
 
-from tg_core.dtype import dtypes
+from tg_core.dtype import AddrSpace, dtypes
 from tg_core.uop import Ops
-from tg_core.uop.ops import AxisType, KernelInfo, UOp
+from tg_core.uop.ops import AxisType, KernelInfo, ParamArg, UOp
 from tg_core.uop.pattern import PatternMatcher, UPat
 from tg_core.uop.rewrite import graph_rewrite
 from tg_core.codegen.opt.tc import TCNotApplicable, apply_tc
@@ -30,7 +33,7 @@ if TYPE_CHECKING:
 
 class OptOps(Enum):
   UPCAST = auto(); UNROLL = auto(); LOCAL = auto(); NOLOCALS = auto()  # noqa: E702
-  SWAP = auto(); SPLIT = auto(); TC = auto(); KBLOCK = auto(); PADTO = auto()  # noqa: E702
+  SWAP = auto(); SPLIT = auto(); TC = auto(); KBLOCK = auto(); PADTO = auto(); PACK = auto()  # noqa: E702
   def __repr__(self) -> str: return f"OptOps.{self.name}"
 
 @dataclass(frozen=True, order=True)
@@ -70,6 +73,7 @@ def apply_opt(ast: UOp, opt: Opt, caps: RendererCaps | None = None) -> UOp:
   r = axes[opt.axis]
   if opt.op is OptOps.SWAP: return _swap_loops(ast, opt, axes)
   if opt.op is OptOps.KBLOCK: return _block_reduce(ast, opt, axes)
+  if opt.op is OptOps.PACK: return _pack_operand(ast, opt, axes)
   size, amt = _range_size(r), opt.arg or 0
   want = {OptOps.UPCAST: _OUT, OptOps.LOCAL: _OUT, OptOps.SPLIT: _OUT, OptOps.PADTO: _OUT, OptOps.UNROLL: (AxisType.REDUCE,)}[opt.op]
   if r.arg[1] not in want: raise KernelOptError(f"{opt.op} needs an axis of type {want}, axis {opt.axis} is {r.arg[1]}")
@@ -172,6 +176,51 @@ def _block_reduce(ast: UOp, opt: Opt, axes: list[UOp]) -> UOp:
   ret = ast.substitute({top: new_top}).substitute({red: prev + red}).substitute({r: r0 * amt + r1})
   ret = graph_rewrite(ret, PatternMatcher([(UPat(Ops.REDUCE, name="e"), functools.partial(_fix_reduce, old=r0 * amt + r1, new=(None, r1)))]),
                       name="fix kblock reduce")
+  return ret.replace(arg=_with_opts(ret.arg, opt))
+
+# kernel-local buffers the PACK opt adds are numbered from here (register accumulators count from 0)
+PACK_SLOT = 1 << 16
+
+def _pack_operand(ast: UOp, opt: Opt, axes: list[UOp]) -> UOp:
+  """PACK: the one global load in the REDUCE over reduce range r (size K) whose index steps by a stride other than 0 or 1
+  along r and by 1 along one UPCAST range u (size U; B[k, j] in A @ B, r = k, u = the register tile's columns) reads a
+  kernel-local buffer P instead. With `arg` an output loop c (size C) B's index also depends on (a block of column
+  panels), P holds C*K*U elements, P[(cc*K + kk)*U + ju] = B[.. cc .. kk .. ju ..]: each panel's K rows of U columns one
+  contiguous run; without, K*U. The copy, a loop over (kk, cc, ju), sits in the innermost loop it depends on (the
+  linearizer places it; it runs before the loops that read P in the same iteration) and reads B's rows C*U elements at
+  a time; the reduce reads P[(c*K + r)*U + u]. The values are the same: B's rows, a stride apart (a power of two maps
+  them all to a few cache sets), become panels that stay in cache while the loops inside pass over them. Gated loads
+  (PADTO's masked tail) are copied with their gate (masked lanes read 0)."""
+  r = axes[opt.axis]  # type: ignore[index]
+  if r.arg[1] is not AxisType.REDUCE: raise KernelOptError(f"PACK needs a REDUCE axis, axis {opt.axis} is {r.arg[1]}")
+  if opt.arg is not None and (not 0 <= opt.arg < len(axes) or axes[opt.arg].arg[1] not in _OUT):
+    raise KernelOptError(f"PACK's arg is None or an output axis the packed operand depends on, got {opt.arg}")
+  c = axes[opt.arg] if opt.arg is not None else None
+  k = _range_size(r)
+  reds = [u for u in ast.toposort() if u.op is Ops.REDUCE and r in u.src[1:]]
+  if len(reds) != 1: raise KernelOptError(f"PACK needs axis {opt.axis} in one REDUCE, it is in {len(reds)}")
+  cands: list[tuple[UOp, UOp]] = []
+  for u in reds[0].src[0].toposort():
+    if u.op is not Ops.LOAD or len(u.src) != 1 or u.src[0].op is not Ops.INDEX or len(u.src[0].src) not in (2, 3): continue
+    idx = u.src[0]
+    if idx.src[0].op is not Ops.PARAM or idx.src[0].arg.addrspace is not AddrSpace.GLOBAL: continue
+    if (aff := affine(idx.src[1], r)) is None or aff[1] in (0, 1): continue
+    ups = [x for x in idx.ranges if x.arg[1] is AxisType.UPCAST]
+    if len(ups) == 1 and (ua := affine(idx.src[1], ups[0])) is not None and ua[1] == 1: cands.append((u, ups[0]))
+  if len(cands) != 1: raise KernelOptError(f"PACK needs one load strided along axis {opt.axis} and contiguous along an upcast axis, found {len(cands)}")
+  ld, up = cands[0]
+  if c is not None and c not in ld.src[0].ranges: raise KernelOptError(f"PACK: the packed load doesn't depend on axis {opt.arg}")
+  n_up, n_c = _range_size(up), _range_size(c) if c is not None else 1
+  next_id = max(x.arg[0] for x in axes) + 1
+  kk, ju = UOp.range(k, next_id, AxisType.REDUCE, r.dtype), UOp.range(n_up, next_id + 1, AxisType.UPCAST, up.dtype)
+  cc = UOp.range(n_c, next_id + 2, AxisType.REDUCE, c.dtype) if c is not None else None
+  npack = sum(1 for u in ast.toposort() if u.op is Ops.BUFFER and u.arg.addrspace is AddrSpace.REG)
+  panel = UOp(Ops.BUFFER, ld.dtype, arg=ParamArg(PACK_SLOT + npack, ld.dtype, n_c * k * n_up, addrspace=AddrSpace.REG))
+  def at(c_: UOp | None, k_: UOp, u_: UOp) -> UOp: return ((c_ * k + k_) if c_ is not None else k_) * n_up + u_
+  copy: UOp = panel.index(at(cc, kk, ju)).store(ld.src[0].substitute({r: kk, up: ju, **({c: cc} if c is not None else {})}).load())
+  for rng in (ju, cc, kk):
+    if rng is not None: copy = UOp(Ops.END, dtypes.void, (copy, rng))
+  ret = ast.substitute({ld: panel.after(copy).index(at(c, r, up)).load()})
   return ret.replace(arg=_with_opts(ret.arg, opt))
 
 def _fix_end(e: UOp, old: UOp, new: tuple[UOp | None, UOp]) -> UOp | None:

@@ -43,19 +43,21 @@ def beam_candidates(ast: UOp) -> list[list[Opt]]:
 
 def blocking_candidates(ast: UOp, caps: RendererCaps) -> list[list[Opt]]:
   """Opt lists for the cache blocking of a reduce kernel with one reduce axis: the heuristic's own choice for `caps`, and
-  the same register tile and loop order with the reduce K-blocked by each power of two from 32 to K/2 (or not at all).
-  Each list is valid for `ast`."""
+  the same register tile and loop order with the reduce K-blocked by each power of two from 32 to K/2 (or not at all),
+  each K block with the heuristic's packed panel if it packs one (PACK). Each list is valid for `ast`."""
   from tg_core.codegen.opt.heuristic import hand_coded_optimizations
-  base = [o for o in hand_coded_optimizations(ast, caps) if o.op is not OptOps.KBLOCK]
+  own = hand_coded_optimizations(ast, caps)
+  base = [o for o in own if o.op not in (OptOps.KBLOCK, OptOps.PACK)]
+  pack = [o for o in own if o.op is OptOps.PACK]  # a packed panel goes with each K block (unblocked it would hold all of K)
   cur = apply_opts(ast, base)
   reds = [i for i, r in enumerate(kernel_axes(cur)) if r.arg[1] is AxisType.REDUCE]
   if len(reds) != 1: return [base]
   k = kernel_axes(cur)[reds[0]].src[0].arg if kernel_axes(cur)[reds[0]].src[0].op is Ops.CONST else 0
   cands = [base]
   for kc in (1 << i for i in range(5, max(k.bit_length() - 1, 5))):
-    try: apply_opt(cur, o := Opt(OptOps.KBLOCK, reds[0], kc))
+    try: apply_opts(cur, [o := Opt(OptOps.KBLOCK, reds[0], kc), *pack])
     except KernelOptError: continue
-    cands.append(base + [o])
+    cands.append(base + [o, *pack])
   return cands
 
 def _time_program(device: str, ast: UOp, opts: list[Opt], bufs: list[Buffer], var_vals: dict[str, int], runs: int = 3) -> float:
