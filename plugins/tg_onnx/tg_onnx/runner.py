@@ -239,11 +239,10 @@ class OnnxRunner:
   def _run_main(self, env: dict[str, Value], host: dict[str, np.ndarray], debug: bool = False) -> dict[str, Value]:
     outs = self._run_graph(self.model.graph, env, host, debug)
     ret = dict(zip(self.output_names, outs))
-    for v in ret.values():
-      if isinstance(v, Tensor): v.realize()
-      elif isinstance(v, list):
-        for x in v:
-          if isinstance(x, Tensor): x.realize()
+    # realized together: outputs that share work (silero-vad's probability and its LSTM state) share its kernels; one at a time,
+    # each output's kernels recomputed the unrealized intermediates the earlier ones fused
+    ts = [x for v in ret.values() for x in (v if isinstance(v, list) else [v]) if isinstance(x, Tensor)]
+    if ts: ts[0].realize(*ts[1:])
     return ret
 
   def _run_graph(self, graph: GraphProto, env: dict[str, Value], host: dict[str, np.ndarray], debug: bool = False) -> list[Value]:
