@@ -14,7 +14,7 @@ import onnx
 from onnx import numpy_helper
 from onnx.onnx_pb import AttributeProto, GraphProto, ModelProto, NodeProto, TensorProto, TypeProto
 
-from tg_core import Device, Tensor, TinyJit, dtypes
+from tg_core import Device, Tensor, TinyJit, UOp, dtypes
 from tg_core.dtype import DType
 from tg_core.engine.realize import buffer_of
 from tg_core.uop import Ops
@@ -234,7 +234,7 @@ class OnnxRunner:
       if isinstance(v, Tensor): buffer_of(dst.uop.base).copy_from(buffer_of((v if v.uop.op is Ops.BUFFER else v.contiguous()).realize().uop.base))
       else: buffer_of(dst.uop.base).copyin(memoryview(np.ascontiguousarray(v).reshape(-1)).cast("B"))
     outs = self._jits[sig](**staged)
-    return {k: to_tensor(to_numpy(v), self.device) if isinstance(v, Tensor) else v for k, v in outs.items()}
+    return {k: _copy_out(v, self.device) if isinstance(v, Tensor) else v for k, v in outs.items()}
 
   def _run_main(self, env: dict[str, Value], host: dict[str, np.ndarray], debug: bool = False) -> dict[str, Value]:
     outs = self._run_graph(self.model.graph, env, host, debug)
@@ -349,6 +349,15 @@ NONDETERMINISTIC = {"RandomUniform", "RandomNormal", "RandomUniformLike", "Rando
 def _is_host_sized(t: Tensor) -> bool:
   return all(isinstance(s, int) for s in t.shape) and int(np.prod(t.shape)) <= HOST_MAX_ELEMS and t.dtype not in (dtypes.bfloat16, dtypes.fp8e4m3,
                                                                                                                       dtypes.fp8e5m2)
+
+def _copy_out(t: Tensor, device: str) -> Tensor:
+  """A realized copy of a replayed output, which lives in a buffer the next replay overwrites: a buffer to buffer copy for an output
+  that is a whole buffer (or a reshape of one), through numpy otherwise."""
+  u = t.uop.src[0] if t.uop.op is Ops.RESHAPE else t.uop
+  if u.op is not Ops.BUFFER or u.is_variable or t.device != device: return to_tensor(to_numpy(t), device)
+  buf = UOp.new_buffer(device, u.arg.size, t.dtype)
+  buffer_of(buf).copy_from(buffer_of(u))
+  return Tensor(buf.reshape(t.shape) if t.uop.op is Ops.RESHAPE else buf, device=device)
 
 def _replay_key(inputs: dict[str, Any], device: str) -> tuple | None:
   """What decides a call's signature, read off the raw inputs without converting them: names, shapes, dtypes (and the values of
