@@ -38,6 +38,7 @@ ONNX_DTYPES: dict[int, DType] = {
 NP_TO_TG: dict[str, DType] = {"float32": dtypes.float32, "float64": dtypes.float64, "float16": dtypes.float16, "int8": dtypes.int8,
                               "int16": dtypes.int16, "int32": dtypes.int32, "int64": dtypes.int64, "uint8": dtypes.uint8, "uint16": dtypes.uint16,
                               "uint32": dtypes.uint32, "uint64": dtypes.uint64, "bool": dtypes.bool}
+NP_DTYPES = frozenset(np.dtype(n) for n in NP_TO_TG)
 # dtypes numpy lacks: carried as their bits (ml_dtypes arrays, which onnx.numpy_helper returns)
 BITS_DTYPES: dict[str, tuple[DType, Any]] = {"bfloat16": (dtypes.bfloat16, np.uint16), "float8_e4m3fn": (dtypes.fp8e4m3, np.uint8),
                                              "float8_e5m2": (dtypes.fp8e5m2, np.uint8)}
@@ -352,9 +353,9 @@ def _is_host_sized(t: Tensor) -> bool:
 
 def _copy_out(t: Tensor, device: str) -> Tensor:
   """A realized copy of a replayed output, which lives in a buffer the next replay overwrites: a buffer to buffer copy for an output
-  that is a whole buffer (or a reshape of one), through numpy otherwise."""
+  that is a whole buffer (or a reshape of one) on the runner's device, through numpy otherwise."""
   u = t.uop.src[0] if t.uop.op is Ops.RESHAPE else t.uop
-  if u.op is not Ops.BUFFER or u.is_variable or t.device != device: return to_tensor(to_numpy(t), device)
+  if u.op is not Ops.BUFFER or u.is_variable or u.device != device: return to_tensor(to_numpy(t), device)
   buf = UOp.new_buffer(device, u.arg.size, t.dtype)
   buffer_of(buf).copy_from(buffer_of(u))
   return Tensor(buf.reshape(t.shape) if t.uop.op is Ops.RESHAPE else buf, device=device)
@@ -366,9 +367,9 @@ def _replay_key(inputs: dict[str, Any], device: str) -> tuple | None:
   key = []
   for k in sorted(inputs):
     v = inputs[k]
-    if isinstance(v, np.ndarray) and v.dtype.name in NP_TO_TG:
-      small = v.tobytes() if v.dtype.kind in "iub" and v.size <= SPECIALIZE_MAX_ELEMS else None
-      key.append((k, v.shape, v.dtype.name, small))
+    if isinstance(v, np.ndarray) and (dt := v.dtype) in NP_DTYPES:  # (numpy's dtype.name is slow: the dtype itself is the key)
+      small = v.tobytes() if dt.kind in "iub" and v.size <= SPECIALIZE_MAX_ELEMS else None
+      key.append((k, v.shape, dt, small))
     elif isinstance(v, Tensor) and v.device == device and all(isinstance(s, int) for s in v.shape) and dtypes.is_float(v.dtype) and \
          v.dtype in NP_TO_TG.values():
       key.append((k, v.shape, v.dtype.name, None))
