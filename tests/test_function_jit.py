@@ -86,6 +86,23 @@ def test_jit_replays_with_new_inputs():
     np.testing.assert_allclose(out.numpy(), np.maximum(a + b, 0) * 2, rtol=1e-6)
     if i >= 2: assert f.captured is not None and len(f.captured) == 1
 
+def test_jit_replays_on_staged_inputs():
+  # the same input tensors (their buffers refilled in place) and the same bound Variable, call after call, then a new binding
+  from tg_core import Variable
+  from tg_core.engine.realize import buffer_of
+  @TinyJit
+  def f(x: Tensor, v: Tensor, i: UOp) -> Tensor: return (x * 2 + v[:i].sum()).realize()
+  x, v = Tensor(rnd(4)).realize(), Tensor(rnd(8)).realize()
+  i3 = Variable("i", 1, 8).bind(3)
+  for step in range(7):
+    a, b = rnd(4), rnd(8)
+    buffer_of(x.uop.base).copyin(memoryview(a).cast("B"))
+    buffer_of(v.uop.base).copyin(memoryview(b).cast("B"))
+    i = i3 if step < 5 else Variable("i", 1, 8).bind(step)
+    np.testing.assert_allclose(f(x, v, i).numpy(), a * 2 + b[:3 if step < 5 else step].sum(), rtol=1e-5, atol=1e-6)
+  y = Tensor(rnd(4)).realize()  # another input tensor after the staged ones: its own buffer is read
+  np.testing.assert_allclose(f(y, v, i3).numpy(), y.numpy() * 2 + v.numpy()[:3].sum(), rtol=1e-5, atol=1e-6)
+
 def test_jit_shape_change_errors():
   @TinyJit
   def f(x: Tensor) -> Tensor: return x * 2

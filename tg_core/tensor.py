@@ -186,7 +186,8 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, RandomMixin,
     items with `tg_core.engine.realize.run_schedule`."""
     return self.schedule_with_vars(*lst)[0]
   def realize(self, *lst: Tensor, do_update_stats: bool = True) -> Tensor:
-    if not lst and self.uop.op is Ops.BUFFER and not self.uop.is_variable: return self  # a bare buffer: nothing to schedule
+    # a bare buffer or a reshape of one (a jitted function's inputs and outputs): nothing to schedule
+    if not lst and (u := self.uop.src[0] if self.uop.op is Ops.RESHAPE else self.uop).op is Ops.BUFFER and not u.is_variable: return self
     from tg_core.engine.realize import run_schedule
     items, var_vals, first_new = self._schedule(*lst)
     # the buffers this schedule made are its intermediates, but for those the realized tensors now hold

@@ -46,9 +46,10 @@ class TinyJit(Generic[R]):
     self.ret: Any = None
     self.plan: list[tuple[Any, list[int]]] | None = None  # (graph or None, indices into captured), built at the first replay
     self.step_args: list[StepArgs] = []  # the arguments of each step of the plan
+    self.last_call: tuple[tuple, dict[UOp, UOp], list[Buffer], dict[str, int]] | None = None  # (input UOps, binds, buffers, values)
     functools.update_wrapper(self, fxn)  # type: ignore[arg-type]
   def __get__(self, obj: Any, objtype: Any = None) -> Any: return functools.partial(self.__call__, obj) if obj is not None else self
-  def reset(self) -> None: self.cnt, self.captured, self.ret, self.plan, self.step_args = 0, None, None, None, []
+  def reset(self) -> None: self.cnt, self.captured, self.ret, self.plan, self.step_args, self.last_call = 0, None, None, None, [], None
 
   def __call__(self, *args: Any, **kwargs: Any) -> R:
     from tg_core.tensor import Tensor
@@ -59,6 +60,13 @@ class TinyJit(Generic[R]):
       ret = self.fxn(*args, **kwargs)
       _realize_ret(ret)
       return ret
+    # a replay on the very input UOps (and UOp arguments) of the last one (a caller that stages its inputs in fixed buffers, like
+    # tg_onnx's runner) has its signature, bindings and buffers: UOps are immutable
+    key = (*(t.uop for t in inputs), *(a for a in (*args, *kwargs.values()) if isinstance(a, UOp)))
+    if self.cnt >= 2 and (last := self.last_call) is not None and len(key) == len(last[0]) and all(a is b for a, b in zip(key, last[0])):
+      _, binds, now, new_vals = last
+      self._replay(now, new_vals)
+      return _fresh(self.ret, Tensor, binds)
     sig = [(_view_signature(t.uop), t.dtype, t.device) for t in inputs]
     binds = _call_binds(args, kwargs, inputs)
     if self.cnt == 1:
@@ -77,6 +85,13 @@ class TinyJit(Generic[R]):
     assert self.captured is not None
     now = [_input_buffer(t) for t in inputs]
     new_vals = var_vals_of(binds)
+    self._replay(now, new_vals)
+    self.last_call = (key, binds, now, new_vals)
+    return _fresh(self.ret, Tensor, binds)
+
+  def _replay(self, now: list[Buffer], new_vals: dict[str, int]) -> None:
+    """Run the captured kernels on these input buffers and Variable values."""
+    assert self.captured is not None
     if self.plan is None:
       self.plan = _plan(self.captured)
       self.step_args = _step_args(self.captured, self.plan, self.input_bufs)
@@ -87,7 +102,6 @@ class TinyJit(Generic[R]):
       elif isinstance(runner, str): bufs_per_item[0][0].copy_from(bufs_per_item[0][1])
       else: runner(bufs_per_item[0], vvs[0])  # one item, replayed as before graphs existed (devices without a graph)
     self.cnt += 1
-    return _fresh(self.ret, Tensor, binds)
 
 def _plan(captured: list[tuple[Any, list[Buffer], dict[str, int]]]) -> list[tuple[Any, list[int]]]:
   """Split the capture into replay steps: each run of consecutive kernels its device's graph supports becomes one graph, every other

@@ -146,6 +146,50 @@ def test_jit_replays_through_the_cpu_graph() -> None:
   assert jv.plan is not None and isinstance(jv.plan[0][0], CPUGraph)
   with pytest.raises(ValueError, match="replayed with 1 buffer lists"): jf.plan[0][0]([[]], [{}])
 
+def test_cpu_graph_loop_and_split_kernels_interleave(monkeypatch: pytest.MonkeyPatch) -> None:
+  # small kernels run in the compiled replay loop, a big one split over the pool between them; new inputs, a Variable and the
+  # thread count change between replays, and every replay matches numpy
+  from tg_core import TinyJit, Variable
+  from tg_cpu_x86 import runtime
+  from tg_cpu_x86.graph import CPUGraph
+  monkeypatch.setattr(runtime, "split_threads", lambda t1, trip, mx, handoff_s: min(mx, trip) if trip >= 64 else 1)
+  launched: list[str] = []
+  orig = runtime.CPUProgram.launch
+  monkeypatch.setattr(runtime.CPUProgram, "launch", lambda self, *a: launched.append(self.name) or orig(self, *a))
+  pooled: list[int] = []
+  orig_run = runtime._Workers.run
+  def spy(self: runtime._Workers, fn: object, argss: list, here: tuple) -> None:
+    if fn is not runtime._noop: pooled.append(len(argss))
+    orig_run(self, fn, argss, here)
+  monkeypatch.setattr(runtime._Workers, "run", spy)
+  def f(x: Tensor, big: Tensor, i: UOp) -> Tensor:
+    a = (x + 1).realize()
+    b = (big * 2).sum(1).realize()  # 4096 rows: split
+    c = (a * 3).realize()
+    v = (big[:, :i] + 1).sum(1).realize()  # sized by the Variable
+    return ((c + b[:8] + v[:8]).sum() + x[0]).realize()
+  r = np.random.default_rng(5)
+  big = r.standard_normal((4096, 10)).astype(np.float32)
+  tb = Tensor(big, device="CPU")
+  jf = TinyJit(f)
+  with Context(NUM_CPU_THREADS=2):
+    for step in range(9):
+      if step == 6: monkeypatch.setattr(runtime, "split_threads", lambda t1, trip, mx, handoff_s: 1)
+      x = r.standard_normal(8).astype(np.float32)
+      i = 1 + step % 10
+      with Context(NUM_CPU_THREADS=2 if step < 6 else 1):
+        got = jf(Tensor(x, device="CPU"), tb, Variable("i", 1, 10).bind(i)).numpy()
+      want = ((x + 1) * 3 + (big * 2).sum(1)[:8] + (big[:8, :i] + 1).sum(1)).sum() + x[0]
+      np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+      if step == 4:  # all decided: the small kernels ran in the loop, only the split (and the Variable's, timed per value) from Python
+        g = jf.plan[0][0] if jf.plan is not None else None
+        assert isinstance(g, CPUGraph) and any(isinstance(s, tuple) for s in g.steps), g and g.steps
+        launched.clear()
+  # after step 4: step 5 launched the split kernel and the Variable's from Python, step 6 (a new thread count) all five, steps 7
+  # and 8 only the Variable's (its value is new each time)
+  assert len(launched) == 2 + 5 + 1 + 1, launched
+  assert pooled, "the split kernel never ran on the pool"
+
 # *** compile cache ***
 def test_disk_cache_hit(tmp_path: pytest.TempPathFactory) -> None:
   code = """

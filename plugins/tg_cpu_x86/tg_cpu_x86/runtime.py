@@ -159,12 +159,21 @@ class CPUProgram:
       n = split_threads(best, int(self.fxn(bufs, vals_arr, 0, 0)), mx, _get_pool(mx - 1).handoff_s)
       self._remember(vals, n)
 
-  def launch(self, bufs: Any, vals_arr: Any, vals: tuple[int, ...]) -> None:
-    """Run the kernel on ctypes arrays of buffer addresses and Variable values (what a graph prepares once)."""
+  def _check_knob(self) -> None:
     if NUM_CPU_THREADS.value != self._knob:  # decided for another NUM_CPU_THREADS (a Context changed it)
       self._nthreads.clear()
       self._timings.clear()
       self._knob = NUM_CPU_THREADS.value
+
+  def threads_for(self, vals: tuple[int, ...]) -> int | None:
+    """The thread count decided for these Variable values, None while undecided (its first runs through `launch` decide it). A
+    graph calls a kernel decided to run on 1 thread itself, as core 0 of 1 (see tg_cpu_x86.graph)."""
+    self._check_knob()
+    return self._nthreads.get(vals)
+
+  def launch(self, bufs: Any, vals_arr: Any, vals: tuple[int, ...]) -> None:
+    """Run the kernel on ctypes arrays of buffer addresses and Variable values (what a graph prepares once)."""
+    self._check_knob()
     n = self._nthreads.get(vals)
     if n is None: n = self._threads(bufs, vals_arr, vals)
     if n == 1: self.fxn(bufs, vals_arr, 0, 1)

@@ -14,7 +14,7 @@ import onnx
 from onnx import numpy_helper
 from onnx.onnx_pb import AttributeProto, GraphProto, ModelProto, NodeProto, TensorProto, TypeProto
 
-from tg_core import Device, Tensor, TinyJit, dtypes
+from tg_core import Device, Tensor, TinyJit, UOp, dtypes
 from tg_core.dtype import DType
 from tg_core.engine.realize import buffer_of
 from tg_core.uop import Ops
@@ -38,6 +38,7 @@ ONNX_DTYPES: dict[int, DType] = {
 NP_TO_TG: dict[str, DType] = {"float32": dtypes.float32, "float64": dtypes.float64, "float16": dtypes.float16, "int8": dtypes.int8,
                               "int16": dtypes.int16, "int32": dtypes.int32, "int64": dtypes.int64, "uint8": dtypes.uint8, "uint16": dtypes.uint16,
                               "uint32": dtypes.uint32, "uint64": dtypes.uint64, "bool": dtypes.bool}
+NP_DTYPES = frozenset(np.dtype(n) for n in NP_TO_TG)
 # dtypes numpy lacks: carried as their bits (ml_dtypes arrays, which onnx.numpy_helper returns)
 BITS_DTYPES: dict[str, tuple[DType, Any]] = {"bfloat16": (dtypes.bfloat16, np.uint16), "float8_e4m3fn": (dtypes.fp8e4m3, np.uint8),
                                              "float8_e5m2": (dtypes.fp8e5m2, np.uint8)}
@@ -235,16 +236,15 @@ class OnnxRunner:
       if isinstance(v, Tensor): buffer_of(dst.uop.base).copy_from(buffer_of((v if v.uop.op is Ops.BUFFER else v.contiguous()).realize().uop.base))
       else: buffer_of(dst.uop.base).copyin(memoryview(np.ascontiguousarray(v).reshape(-1)).cast("B"))
     outs = self._jits[sig](**staged)
-    return {k: to_tensor(to_numpy(v), self.device) if isinstance(v, Tensor) else v for k, v in outs.items()}
+    return {k: _copy_out(v, self.device) if isinstance(v, Tensor) else v for k, v in outs.items()}
 
   def _run_main(self, env: dict[str, Value], host: dict[str, np.ndarray], debug: bool = False) -> dict[str, Value]:
     outs = self._run_graph(self.model.graph, env, host, debug)
     ret = dict(zip(self.output_names, outs))
-    for v in ret.values():
-      if isinstance(v, Tensor): v.realize()
-      elif isinstance(v, list):
-        for x in v:
-          if isinstance(x, Tensor): x.realize()
+    # realized together: outputs that share work (silero-vad's probability and its LSTM state) share its kernels; one at a time,
+    # each output's kernels recomputed the unrealized intermediates the earlier ones fused
+    ts = [x for v in ret.values() for x in (v if isinstance(v, list) else [v]) if isinstance(x, Tensor)]
+    if ts: ts[0].realize(*ts[1:])
     return ret
 
   def _run_graph(self, graph: GraphProto, env: dict[str, Value], host: dict[str, np.ndarray], debug: bool = False) -> list[Value]:
@@ -425,6 +425,15 @@ def _is_host_sized(t: Tensor) -> bool:
   return all(isinstance(s, int) for s in t.shape) and int(np.prod(t.shape)) <= HOST_MAX_ELEMS and t.dtype not in (dtypes.bfloat16, dtypes.fp8e4m3,
                                                                                                                       dtypes.fp8e5m2)
 
+def _copy_out(t: Tensor, device: str) -> Tensor:
+  """A realized copy of a replayed output, which lives in a buffer the next replay overwrites: a buffer to buffer copy for an output
+  that is a whole buffer (or a reshape of one) on the runner's device, through numpy otherwise."""
+  u = t.uop.src[0] if t.uop.op is Ops.RESHAPE else t.uop
+  if u.op is not Ops.BUFFER or u.is_variable or u.device != device: return to_tensor(to_numpy(t), device)
+  buf = UOp.new_buffer(device, u.arg.size, t.dtype)
+  buffer_of(buf).copy_from(buffer_of(u))
+  return Tensor(buf.reshape(t.shape) if t.uop.op is Ops.RESHAPE else buf, device=device)
+
 def _replay_key(inputs: dict[str, Any], device: str) -> tuple | None:
   """What decides a call's signature, read off the raw inputs without converting them: names, shapes, dtypes (and the values of
   small integer inputs, which the runner specializes on). None for inputs the fast path leaves to the checked one (lists, scalars,
@@ -432,9 +441,9 @@ def _replay_key(inputs: dict[str, Any], device: str) -> tuple | None:
   key = []
   for k in sorted(inputs):
     v = inputs[k]
-    if isinstance(v, np.ndarray) and v.dtype.name in NP_TO_TG:
-      small = v.tobytes() if v.dtype.kind in "iub" and v.size <= SPECIALIZE_MAX_ELEMS else None
-      key.append((k, v.shape, v.dtype.name, small))
+    if isinstance(v, np.ndarray) and (dt := v.dtype) in NP_DTYPES:  # (numpy's dtype.name is slow: the dtype itself is the key)
+      small = v.tobytes() if dt.kind in "iub" and v.size <= SPECIALIZE_MAX_ELEMS else None
+      key.append((k, v.shape, dt, small))
     elif isinstance(v, Tensor) and v.device == device and all(isinstance(s, int) for s in v.shape) and dtypes.is_float(v.dtype) and \
          v.dtype in NP_TO_TG.values():
       key.append((k, v.shape, v.dtype.name, None))
