@@ -34,7 +34,7 @@ n = raw.shape[0]
 for off in {"Q4_0": (0,), "Q4_1": (0, 2), "Q5_0": (0,), "Q8_0": (0,), "Q4_K": (0, 2), "Q6_K": (208,)}[FMT]: raw[:, off:off + 2] = half(0.001, 0.01, n)
 fmt = format_for(int(qt))
 packed = Tensor(raw, device="CPU").realize()
-wb = Weights._blocked(packed, fmt, ROWS, COLS)
+wb = Weights._blocked(Weights._interleave(packed, ROWS), fmt, ROWS, COLS)
 x = rng.standard_normal((1, 1, COLS), dtype=np.float32)
 tx = Tensor(x, device="CPU").realize()
 ref = gguf.quants.dequantize(raw, qt).reshape(ROWS, COLS).astype(np.float64) @ x.reshape(COLS).astype(np.float64)
