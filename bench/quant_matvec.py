@@ -1,5 +1,5 @@
 """Quantized matvec kernels (the LLM decode step's matmuls, T == 1) at SmolLM2-135M and Gemma 3 270M shapes: each kernel's GB/s of
-packed weight bytes read vs numpy's fp32 matvec (OpenBLAS sgemv) of the same shape, in GB/s of its fp32 weight bytes, same run.
+packed weight bytes read vs numpy's fp32 matvec (OpenBLAS sgemv, one thread) of the same shape, in GB/s of its fp32 weight bytes, same run.
 
 A kernel at memory bandwidth reads its packed bytes as fast as sgemv reads fp32 ones (ratio ~1.0); its time per output row is then
 packed/fp32 bytes (Q4_1: 0.16x) of sgemv's. The weights are random blocks with sane fp16 scales (gguf-py checks every result);
@@ -60,15 +60,17 @@ def main() -> None:
   ap.add_argument("--only", default="", help="comma-separated formats (default: all)")
   args = ap.parse_args()
   import gguf
-  env = {"NUM_CPU_THREADS": str(args.threads), "OPENBLAS_NUM_THREADS": str(args.threads), "OMP_NUM_THREADS": str(args.threads)}
-  print(f"{cpu_model()}, {args.threads} threads")
+  env = {"NUM_CPU_THREADS": str(args.threads)}
+  # numpy on one thread: OpenBLAS's idle threads spin, and on a shared machine its 2-thread sgemv measured 10-100x off its best
+  np_env = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
+  print(f"{cpu_model()}, tg on {args.threads} threads, numpy on 1")
   print(f"{'format':6s} {'rows x cols':>13s} {'MB':>7s} {'tg us':>9s} {'tg GB/s':>8s} {'np fp32 us':>10s} {'np GB/s':>8s} {'ratio':>6s}  what")
   only = set(args.only.split(",")) if args.only else None
   for fmt, rows, cols, what in SHAPES:
     if only and fmt not in only: continue
     elems, nbytes = gguf.GGML_QUANT_SIZES[getattr(gguf.GGMLQuantizationType, fmt)]
     packed = rows * cols // elems * nbytes
-    t_tg, t_np = tg_time(fmt, rows, cols, args.runs, env), np_time(rows, cols, args.runs, env)
+    t_tg, t_np = tg_time(fmt, rows, cols, args.runs, env), np_time(rows, cols, args.runs, np_env)
     g_tg, g_np = packed / t_tg / 1e9, rows * cols * 4 / t_np / 1e9
     print(f"{fmt:6s} {f'{rows}x{cols}':>13s} {packed / 1e6:7.2f} {t_tg * 1e6:9.1f} {g_tg:8.2f} {t_np * 1e6:10.1f} {g_np:8.2f} {g_tg / g_np:6.2f}  {what}",
           flush=True)
