@@ -104,7 +104,17 @@ class _Vectorizer:
     buf, idx = idx_node.src[0], idx_node.src[1]
     gate = idx_node.src[2] if len(idx_node.src) == 3 else None
     if not _vector_buffer(buf): raise CantVectorize("not a global buffer or a kernel-local panel")
-    return buf, idx, gate, affine(idx, self.rng) if idx in self.deps else (idx, 0)
+    return buf, idx, gate, (affine(idx, self.rng) or self.lanes_affine(idx)) if idx in self.deps else (idx, 0)
+
+  def lanes_affine(self, idx: UOp) -> tuple[UOp, int] | None:
+    """(base, stride) with idx == base + k*stride at each lane k < n, proven lane by lane: an index affine only over the n
+    lanes, such as a byte of a packed block `(8*c + k) % 16` (lanes k < 8 don't wrap), which `affine` can't prove for every k."""
+    base = self.lane(idx, 0)
+    d = (self.lane(idx, 1) - base).simplify()
+    if d.op is not Ops.CONST or not isinstance(d.arg, int): return None
+    for k in range(2, self.n):
+      if (r := (self.lane(idx, k) - base).simplify()).op is not Ops.CONST or r.arg != k * d.arg: return None
+    return base, d.arg
 
   def load(self, u: UOp) -> UOp:
     if len(u.src) != 1: raise CantVectorize("a LOAD with its own gate")

@@ -24,7 +24,7 @@ def run(t: Tensor, opts: list[Opt]) -> tuple[np.ndarray, str]:
   prg = dev.runtime("CPU", p.name, dev.compiler.compile(p.src))
   bufs = [buffer_of(b) for b in si.bufs]
   prg(*[b._buf for b in bufs])
-  npdt = {dtypes.float32: np.float32, dtypes.int32: np.int32, dtypes.bool: np.bool_}[t.dtype]
+  npdt = {dtypes.float32: np.float32, dtypes.int32: np.int32, dtypes.uint32: np.uint32, dtypes.bool: np.bool_}[t.dtype]
   return np.frombuffer(bytes(bufs[0].as_buffer()), dtype=npdt).reshape(t.shape), p.src
 
 rng = np.random.default_rng(0)
@@ -138,3 +138,20 @@ def test_transpose_tiles_both_axes():
   opts = choose_opts(items[0].ast, Device["CPU"].renderer)
   assert [o.op for o in opts] == [OptOps.UPCAST, OptOps.UPCAST] and opts[1].axis == 0
   np.testing.assert_equal(t.numpy(), x.T)
+
+@pytest.mark.parametrize("op", ["shr", "shl"])
+@pytest.mark.parametrize("signed", [True, False])
+def test_vector_variable_shift_out_of_range(op: str, signed: bool):
+  # amounts >= 32 (and negative ones, as unsigned) shift everything out: 0, or the sign for an arithmetic right shift; on an
+  # AVX2 host the vector shift is its instruction (vpsrlvd/vpsravd/vpsllvd), which gives exactly that without the guard
+  npdt, dt = (np.int32, dtypes.int32) if signed else (np.uint32, dtypes.uint32)
+  x = rng.integers(-2**31 if signed else 0, 2**31, 64).astype(npdt)
+  s = np.concatenate([np.arange(40), rng.integers(-3, 70, 24)]).astype(npdt)
+  tx, ts = Tensor(x, dtype=dt, device="CPU"), Tensor(s, dtype=dt, device="CPU")
+  out, src = run((tx >> ts) if op == "shr" else (tx << ts), [Opt(OptOps.UPCAST, 0, 8)])
+  amt = s.astype(np.uint32).astype(np.int64)
+  wide = x.astype(np.int64) if signed else x.astype(np.uint32).astype(np.int64)
+  if op == "shr": want = np.where(amt >= 32, np.where(wide < 0, -1, 0), wide >> np.minimum(amt, 31))
+  else: want = np.where(amt >= 32, 0, wide << np.minimum(amt, 31))
+  np.testing.assert_array_equal(out.view(np.uint32), (want & 0xFFFFFFFF).astype(np.uint32))
+  if Device["CPU"].renderer.avx2: assert "@llvm.x86.avx2.ps" in src

@@ -39,4 +39,5 @@ class CPUDevice(Compiled):
     # the host's SIMD width, register tile and caches; the only arch it targets is the host's (kernels run here): DEV=CPU:LLVM:<other> is an error
     ren.caps = dataclasses.replace(ren.caps, vector_width=vector_width(), big_reduce_tile=register_tile(), cache_sizes=_cache_sizes(),
                                    archs=(host_target()[1],), arch=host_target()[1])
+    ren.avx2 = "+avx2" in set(host_target()[2].split(","))
     super().__init__(device, CPUAllocator(), [ren], _compiler(), CPUProgram, graph=CPUGraph)  # TinyJit replays through CPUGraph

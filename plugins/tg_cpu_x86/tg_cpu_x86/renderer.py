@@ -77,6 +77,13 @@ class _CPUKernelWriter(LLVMKernelWriter):
       self.stmt("ret i64 0")
       self.label(run)
 
+  def shift(self, u: UOp, src: list[str], t: str) -> str:
+    dt, b = u.dtype, u.src[1]
+    ok = isinstance(self.renderer, LLVMRenderer) and self.renderer.avx2 and dt.count in (4, 8) and _bits(dt) == 32 and ltype(b.dtype) == t
+    if not ok or (b.op is Ops.CONST and not isinstance(b.arg, tuple)): return super().shift(u, src, t)
+    name = f"llvm.x86.avx2.{_AVX2_SHIFTS[(u.op, dt.scalar() == dtypes.bool or dtypes.is_unsigned(dt.scalar()))]}.d{'.256' if dt.count == 8 else ''}"
+    return self.intrinsic(name, t, [(t, src[0]), (t, src[1])])
+
   def loop_bounds(self, u: UOp, t: str, end: str) -> tuple[str, str]:
     start, stop = "0", end
     if u is self.split:
@@ -112,6 +119,11 @@ class _CPUKernelWriter(LLVMKernelWriter):
             f"@{work_symbol(self.name)} = constant i64 {work}", "",
             f"define internal i64 @{self.sym}.body({bargs}) #1 {{", *body, "}", "", *wrap]
 
+# AVX2's variable shifts (vpsllvd, vpsrlvd, vpsravd): an amount >= 32 gives 0 (the sign for the arithmetic one), which is the
+# value tg defines, so they need none of the portable guard's compare, mask and select (3 vector ops per shift: a matvec over
+# 4- and 5-bit quantized weights shifts each element by an amount read from a small table)
+_AVX2_SHIFTS = {(Ops.SHL, False): "psllv", (Ops.SHL, True): "psllv", (Ops.SHR, True): "psrlv", (Ops.SHR, False): "psrav"}
+
 class LLVMRenderer(LLVMIRRenderer):
   """Renders the linear program to LLVM IR for the host CPU (loops only: no grid, no locals). The CPU device fills in the
   host's vector width and arch (see tg_cpu_x86.device)."""
@@ -123,3 +135,4 @@ class LLVMRenderer(LLVMIRRenderer):
   caps = RendererCaps(native_dtypes=frozenset({dtypes.bool, *_INT_BITS, dtypes.float32, dtypes.float64}), vector_upcast=True,
                       has_grid=False, has_local=False, local_max=(1,), shared_max=0, native_transcendentals=frozenset({Ops.SQRT, Ops.RECIPROCAL}),
                       big_reduce_tile=(16, 8), transpose_tile=4)
+  avx2: bool = False  # the host has AVX2 (set by the CPU device from the host's features): shifts use its instructions

@@ -34,6 +34,7 @@ def hand_coded_optimizations(ast: UOp, caps: RendererCaps | None = None) -> list
     caps = RendererCaps()
   if (tc := _apply_tc(ast, caps)) is not None: return tc
   if (conv := _conv_tile(ast, caps)) is not None: return conv
+  if (lanes := _row_lanes_reduce(ast, caps)) is not None: return lanes
   width = caps.vector_width
   opts: list[Opt] = []
   axes = kernel_axes(ast)
@@ -109,6 +110,33 @@ def hand_coded_optimizations(ast: UOp, caps: RendererCaps | None = None) -> list
         if loads_contiguous(ast, axes[a]):
           cur = first_fit(cur, OptOps.UPCAST, a, _halvings(caps.transpose_tile))
           break
+  return opts
+
+def _row_lanes_reduce(ast: UOp, caps: RendererCaps) -> list[Opt] | None:
+  """A one-output-axis reduce whose loads are contiguous along `vector_width` (or fewer, at least 4) consecutive outputs but not along the whole
+  axis (a matvec over weights stored with that many rows interleaved byte by byte: tg_gguf's packed quantized blocks) runs
+  those outputs in the vector lanes (UPCAST, the vectorized axis) with the innermost reduce unrolled by 4: each load then
+  reads one vector for all the lanes' rows, and whatever a row decodes once per block (its fp16 scales) is done once per
+  vector of rows. None when the kernel isn't one (an ordinary matvec's rows are a row apart along the axis)."""
+  width = caps.vector_width
+  axes = kernel_axes(ast)
+  outs = [r for r in axes if r.arg[1] in (AxisType.LOOP, AxisType.GLOBAL)]
+  reds = [r for r in axes if r.arg[1] is AxisType.REDUCE]
+  if width < 4 or len(outs) != 1 or not reds or outs[0].src[0].op is not Ops.CONST or loads_contiguous(ast, outs[0], reds): return None
+  for amt in (a for a in _halvings(width) if a >= 4):  # the widest lane count the rows are interleaved by
+    try: cur = apply_opt(ast, up := Opt(OptOps.UPCAST, axes.index(outs[0]), amt))
+    except KernelOptError: continue
+    lane = next(r for r in kernel_axes(cur) if r.arg[1] is AxisType.UPCAST)
+    if loads_contiguous(cur, lane, [r for r in kernel_axes(cur) if r.arg[1] is AxisType.REDUCE]): break
+  else: return None
+  opts = [up]
+  cur_axes = kernel_axes(cur)
+  last = max((r for r in cur_axes if r.arg[1] is AxisType.REDUCE), key=lambda r: r.arg[0])
+  for amt in (4, 2):
+    try:
+      apply_opt(cur, unroll := Opt(OptOps.UNROLL, cur_axes.index(last), amt))
+      return opts + [unroll]
+    except KernelOptError: continue
   return opts
 
 def _apply_tc(ast: UOp, caps: RendererCaps) -> list[Opt] | None:

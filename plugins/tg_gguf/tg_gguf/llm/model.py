@@ -76,6 +76,11 @@ def config_from_metadata(md: dict[str, Any]) -> ModelConfig:
 # so a matvec's inner loop runs over one group and decodes its scale once (Q4_K 640x1024: 2.4x, Q6_K 640x2048: 1.7x)
 SCALE_GROUP = {"Q2_K": 16, "Q3_K": 16, "Q4_K": 32, "Q5_K": 32, "Q6_K": 16}
 
+# a quantized matrix is held with this many rows interleaved byte by byte (Weights._interleave): a matvec then runs that many rows in
+# the vector lanes (tg_core's heuristic: _row_lanes_reduce), each load reads a byte of every lane's row, and each row's fp16 scales
+# are decoded once per vector of rows where they were decoded by scalar ops row by row (AVX2: 8 fp32 lanes)
+ROW_LANES = 8
+
 # matrices of a layer that read the same input: one matvec over their rows concatenated (when they share a quant format)
 FUSED_GROUPS = (("attn_q", "attn_k", "attn_v"), ("ffn_gate", "ffn_up"))
 
@@ -98,16 +103,19 @@ class Weights:
       elif name in groups:
         # each member read with os.preadv (no file pages left resident), then joined: the members' copies live one group at a time
         reads = [f.read_raw(n, device) for _, n in groups[name]]
-        whole = reads[0].cat(*reads[1:]).contiguous().realize()
-        del reads
         members = groups[name]
+        fmt, rows = info.format, sum(f.tensors[n].shape[0] for _, n in members)
+        whole = self._interleave(reads[0].cat(*reads[1:]), rows)
+        del reads
         start = 0
         for raw, n in members:
           self._add(n, whole[start:start + raw.shape[0]])
           start += raw.shape[0]
-        fmt, rows = info.format, sum(f.tensors[n].shape[0] for _, n in members)
         self.fused[members[0][1]] = (tuple(n for _, n in members), self._blocked(whole, fmt, rows, info.shape[1]))
-      elif name not in self.packed: self._add(name, f.read_raw(name, device))
+      elif name not in self.packed:
+        raw = f.read_raw(name, device)
+        self._add(name, self._interleave(raw, info.shape[0]) if len(info.shape) == 2 else raw)
+        del raw
       if progress is not None: progress(i + 1, len(f.tensors))
 
   def _groups(self) -> dict[str, list[tuple[Tensor, str]]]:
@@ -123,6 +131,15 @@ class Weights:
         if len(same) >= 2 and first.format.dequantize not in PLAIN_DTYPES:
           out[min(same, key=list(self.f.tensors).index)] = [(self.f.raw(n, self.device), n) for n in same]
     return out
+
+  @staticmethod
+  def _interleave(blocks: Tensor, rows: int) -> Tensor:
+    """The (n_blocks, block_bytes) blocks of a `rows`-row matrix, realized with ROW_LANES rows interleaved byte by byte and viewed
+    back in their own order: every consumer sees the same blocks, a matvec reads the bytes of ROW_LANES rows in one load."""
+    if rows % ROW_LANES: return blocks.contiguous().realize()
+    n, width = blocks.shape
+    lanes = blocks.reshape(rows // ROW_LANES, ROW_LANES, n // rows * width).permute(0, 2, 1).contiguous().realize()
+    return lanes.permute(0, 2, 1).reshape(n, width)
 
   @staticmethod
   def _blocked(packed: Tensor, fmt: Any, rows: int, cols: int) -> Tensor:

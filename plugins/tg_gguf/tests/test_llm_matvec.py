@@ -1,0 +1,52 @@
+"""The decode step's quantized matvec (Transformer._matvec over Weights' packed blocks, ROW_LANES rows interleaved byte by byte):
+gguf-py's dequantized matrix times x, per format, in one kernel that runs the interleaved rows in the vector lanes."""
+from __future__ import annotations
+import numpy as np
+import pytest
+from test_gguf_quants import FP16_FIELDS, random_blocks
+
+from tg_core import Tensor
+from tg_core.codegen.opt import OptOps
+from tg_core.codegen.opt.heuristic import _row_lanes_reduce
+from tg_core.device import Device
+from tg_core.engine.realize import run_schedule
+from tg_gguf.ggml_types import BY_NAME
+from tg_gguf.llm.model import ROW_LANES, Transformer, Weights
+from tg_gguf.reader import format_for
+
+gguf = pytest.importorskip("gguf")
+from gguf import GGMLQuantizationType as Q  # noqa: E402
+from gguf import quants as gq  # noqa: E402
+
+def _blocks(name: str, rows: int, cols: int) -> np.ndarray:
+  t = BY_NAME[name]
+  raw = random_blocks(name, rows * cols // t.block_elems, seed=rows + cols)
+  off, cnt = FP16_FIELDS[name]  # moderate scales: the products stay in range
+  raw[:, off:off + 2 * cnt] = np.random.default_rng(1).uniform(0.001, 0.01, raw.shape[0] * cnt).astype(np.float16).view(np.uint8).reshape(-1, 2 * cnt)
+  return raw
+
+@pytest.mark.parametrize("name,rows", [("Q4_0", 48), ("Q4_1", 40), ("Q5_0", 24), ("Q5_1", 16), ("Q8_0", 32), ("Q4_K", 16), ("Q5_K", 16),
+                                       ("Q6_K", 24), ("Q2_K", 16), ("Q3_K", 16), ("Q4_1", 12)])
+def test_matvec_matches_gguf_py(name: str, rows: int):
+  """12 rows: not a multiple of ROW_LANES, held as stored (no interleave), the kernel takes the ordinary path."""
+  cols = 512
+  raw = _blocks(name, rows, cols)
+  fmt = format_for(BY_NAME[name].id)
+  wb = Weights._blocked(Weights._interleave(Tensor(raw, device="CPU").realize(), rows), fmt, rows, cols)
+  x = np.random.default_rng(2).standard_normal((1, 1, cols)).astype(np.float32)
+  y = Transformer._matvec(Tensor(x, device="CPU"), wb)
+  items = y.schedule()
+  kernels = [si for si in items if si.ast.op.name == "SINK"]
+  assert len(kernels) == 1, f"{name}: {len(kernels)} kernels"
+  lanes = _row_lanes_reduce(kernels[0].ast, Device["CPU"].renderer.caps)
+  assert (lanes is not None) == (rows % ROW_LANES == 0), f"{name} {rows} rows: row-lane opts {lanes}"
+  if lanes is not None: assert lanes[0].op is OptOps.UPCAST and ROW_LANES % lanes[0].arg == 0, lanes
+  run_schedule(items)
+  ref = gq.dequantize(raw, Q[name]).reshape(rows, cols).astype(np.float64) @ x.reshape(cols).astype(np.float64)
+  np.testing.assert_allclose(y.numpy().reshape(rows), ref, rtol=1e-4, atol=1e-5 * float(np.abs(ref).max()))
+
+def test_interleave_keeps_the_blocks():
+  """The interleaved buffer, viewed back, is the stored blocks byte for byte (every consumer of Weights sees the file's blocks)."""
+  raw = _blocks("Q4_K", 16, 512)
+  t = Weights._interleave(Tensor(raw, device="CPU").realize(), 16)
+  np.testing.assert_array_equal(t.numpy(), raw)
