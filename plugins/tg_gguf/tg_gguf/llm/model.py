@@ -182,17 +182,6 @@ def apply_rope(x: Tensor, cos: Tensor, sin: Tensor, interleaved: bool) -> Tensor
   x0, x1 = x[..., :D // 2], x[..., D // 2:]
   return (x0 * cos - x1 * sin).cat(x0 * sin + x1 * cos, dim=-1)
 
-def prefill_matmul(x: Tensor, wb: Tensor) -> Tensor:
-  """x (..., T, K) @ W.T for T > 1 tokens, W (N, K) a blocked quantized view (Weights.blocked). Dequantizing inside the matmul
-  redoes the decode of every weight element for each of the T rows (SmolLM2 Q4_1 3072x576, T=32: 10 ms on one Zen 3 core); here
-  W is decoded once per call into a float32 scratch buffer (one bandwidth-bound kernel), then the plain fp32 matmul runs on it.
-  W is decoded transposed, (K, N): the matmul then reads its rows along the output axis it tiles (32x1536x576: 21 -> 46 GFLOPS),
-  which outweighs the slower transposing decode (3072x576 Q4_1: 1.3 -> 3.2 ms): a 128-token prefill on one core, transposed vs
-  (N, K), SmolLM2 1.33 vs 1.47 s, Gemma 3 270M 1.45 vs 1.61 s. x is made contiguous first: a norm fused into the matmul's loads
-  is redone for every output column."""
-  x = x if x.uop.op is Ops.CONTIGUOUS else x.contiguous()  # (a second CONTIGUOUS would be a copy kernel)
-  return x @ wb.reshape(wb.shape[0], -1).T.contiguous()
-
 class Transformer:
   """forward(tokens embedded, start_pos) -> logits of one position. `max_context` sizes the KV cache and the RoPE tables."""
   def __init__(self, cfg: ModelConfig, weights: Weights, max_context: int):
@@ -208,6 +197,10 @@ class Transformer:
     self.output_name = "output.weight" if "output.weight" in weights else "token_embd.weight"  # tied embeddings
     self.embd = EmbeddingRows(weights.f, "token_embd.weight")
     self.bias = {n: weights[n] for n in weights.tensors if n.endswith(".bias")}
+    # prefill_matmul's decoded weight: one float32 buffer, as large as the largest layer matrix, reused by every layer (a buffer per
+    # call would be one per matrix in the TinyJit capture: +650 MB for SmolLM2)
+    mats = [*(t for n, t in weights.blocked.items() if n.startswith("blk.")), *(wb for _, wb in weights.fused.values())]
+    self.scratch = Tensor.empty(max((t.numel() for t in mats), default=1), device=dev).contiguous().realize()
 
   def embed_rows(self, ids: list[int]) -> Tensor:
     """The packed embedding rows of `ids` (gathered on the host from the mapped file), realized on the device."""
@@ -224,9 +217,23 @@ class Transformer:
     the elements of one scale group, so their scales (fp16 bits decoded with integer ops) are loop-invariant there and hoisted, not
     redone per element (17x faster on a Q4_1 matvec than one flat reduce), and the sums over groups and blocks stay in the same
     kernel (half the time of a second kernel for them, Q4_1 1536x576)."""
-    if (wb := self.w.blocked.get(name)) is not None: y = self._matvec(x, wb) if x.shape[-2] == 1 else prefill_matmul(x, wb)
+    if (wb := self.w.blocked.get(name)) is not None: y = self._matvec(x, wb) if x.shape[-2] == 1 else self.prefill_matmul(x, wb)
     else: y = x @ self.w[name].T
     return y + self.bias[b] if (b := name.replace(".weight", ".bias")) in self.bias else y
+
+  def prefill_matmul(self, x: Tensor, wb: Tensor) -> Tensor:
+    """x (..., T, K) @ W.T for T > 1 tokens, W (N, K) a blocked quantized view (Weights.blocked). Dequantizing inside the matmul
+    redoes the decode of every weight element for each of the T rows (SmolLM2 Q4_1 3072x576, T=32: 10 ms on one Zen 3 core); here
+    W is decoded once per call into the float32 `scratch` buffer (one bandwidth-bound kernel), then the plain fp32 matmul runs on
+    it. W is decoded transposed, (K, N): the matmul then reads its rows along the output axis it tiles (32x1536x576: 21 -> 46
+    GFLOPS), which outweighs the slower transposing decode (3072x576 Q4_1: 1.3 -> 3.2 ms): a 128-token prefill on one core,
+    transposed vs (N, K), SmolLM2 1.33 vs 1.47 s, Gemma 3 270M 1.45 vs 1.61 s. The decode is realized before the matmul is built,
+    and every caller realizes the product before the next decode overwrites the buffer. x is made contiguous first: a norm fused
+    into the matmul's loads is redone for every output column."""
+    N, K = wb.shape[0], wb.numel() // wb.shape[0]
+    self.scratch[:N * K].assign(wb.reshape(N, K).T.reshape(N * K)).realize()
+    x = x if x.uop.op is Ops.CONTIGUOUS else x.contiguous()  # (a second CONTIGUOUS would be a copy kernel)
+    return x @ self.scratch[:N * K].reshape(K, N)
 
   @staticmethod
   def _matvec(x: Tensor, wb: Tensor) -> Tensor:
@@ -239,7 +246,7 @@ class Transformer:
       name = names[len(out)]
       if (fz := self.w.fused.get(name)) is not None and fz[0] == names[len(out):len(out) + len(fz[0])]:
         # realized here: its parts' consumers are scheduled apart
-        y = (self._matvec(x, fz[1]) if x.shape[-2] == 1 else prefill_matmul(x, fz[1])).contiguous().realize()
+        y = (self._matvec(x, fz[1]) if x.shape[-2] == 1 else self.prefill_matmul(x, fz[1])).contiguous().realize()
         start = 0
         for n in fz[0]:
           rows = self.w.f.tensors[n].shape[0]
