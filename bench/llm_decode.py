@@ -39,7 +39,8 @@ def run():
 run()  # compiles and captures
 res = [run() for _ in range(RUNS)]
 print(json.dumps({"prefill": min(r[0] for r in res), "decode": min(r[1] for r in res),
-                  "kernels": {"decode": len(llm._decode_jit.captured), "prefill chunk": len(llm._prefill_jit.captured)}}))
+                  "kernels": {"decode": len(llm._decode_jit.captured),
+                              **{f"prefill chunk of {n}": len(j.captured) for n, (j, _, _) in llm._prefills.items() if j.captured}}}))
 """
 
 HF = """

@@ -13,7 +13,7 @@ import pytest
 from gguf_testutil import gemma_chunks, model_file
 
 from tg_gguf.llm.api import ContextOverflowError, SamplingParams, UnknownModelError
-from tg_gguf.llm.generate import PREFILL_CHUNK, StopStrings, load_llm, resolve_model, sample, sampling_probs
+from tg_gguf.llm.generate import PREFILL_CHUNK, PREFILL_LONG_CHUNK, StopStrings, load_llm, resolve_model, sample, sampling_probs
 
 transformers = pytest.importorskip("transformers", reason="transformers is the reference (pip install transformers)")
 torch = pytest.importorskip("torch", reason="transformers needs torch")
@@ -189,6 +189,23 @@ def test_gemma3_sliding_window_random_model(tmp_path: pathlib.Path):
   n = 5 * window
   np.testing.assert_allclose(llm.prefill(ids[:n], 0), ref[n - 1], atol=1e-4, rtol=1e-4)
   for i in range(n, len(ids)): np.testing.assert_allclose(llm.decode(ids[i], i), ref[i], atol=1e-4, rtol=1e-4)
+
+def test_long_prefill_chunk_random_model(tmp_path: pathlib.Path):
+  """A prompt long enough for a PREFILL_LONG_CHUNK chunk (with sliding-window layers), then a short chunk extending it, each
+  chunk's last logits vs transformers: the T > 1 path (prefill_matmul's decoded weights, prefill_attend's masks) at both sizes."""
+  window = 8
+  tiny_gemma3(tmp_path / "tiny.gguf", window)
+  hf = transformers.AutoModelForCausalLM.from_pretrained(tmp_path, gguf_file="tiny.gguf", dtype=torch.float32, query_pre_attn_scalar=16).eval()
+
+  class Tok:
+    bos_id, eos_ids, vocab_size = 2, frozenset({1}), 256
+  llm = load_llm(str(tmp_path / "tiny.gguf"), progress=False, tokenizer=Tok())  # type: ignore[arg-type]
+  n = PREFILL_LONG_CHUNK - PREFILL_CHUNK + 5  # one long chunk, padded
+  ids = np.random.default_rng(3).integers(3, 256, n + 9).tolist()
+  with torch.no_grad(): ref = hf(torch.tensor([ids])).logits[0].numpy()
+  np.testing.assert_allclose(llm.prefill(ids[:n], 0), ref[n - 1], atol=1e-4, rtol=1e-4)
+  assert llm._prefills[PREFILL_LONG_CHUNK][0].cnt == 1 and llm._prefills[PREFILL_CHUNK][0].cnt == 0
+  np.testing.assert_allclose(llm.prefill(ids[n:], n), ref[-1], atol=1e-4, rtol=1e-4)
 
 # *** sampling, against transformers' logits processors ***
 

@@ -1,9 +1,10 @@
 """Generation: prefill in fixed-size chunks and a one-token decode step, each under TinyJit with `start_pos` a bound Variable (one
 compiled kernel set for every position and every prompt length), host-side sampling on the logits, and `load_llm`.
 
-Prefill runs the prompt in chunks of `PREFILL_CHUNK` tokens (the last one padded): a chunk is one batched pass whose kernels are
-the same for every prompt. Padding positions write KV entries past the prompt; causal masking keeps them out of every real
-position, and the next real token overwrites them."""
+Prefill runs the prompt in chunks of `PREFILL_LONG_CHUNK` tokens while more than `PREFILL_LONG_CHUNK - PREFILL_CHUNK` remain, then
+of `PREFILL_CHUNK` (the last one padded): a chunk is one batched pass whose kernels are the same for every prompt (one TinyJit per
+chunk size). Padding positions write KV entries past the prompt; causal masking keeps them out of every real position, and the
+next real token overwrites them."""
 from __future__ import annotations
 import importlib.metadata
 import importlib.util
@@ -21,7 +22,10 @@ from tg_gguf.llm.api import ChatMessage, Completion, ContextOverflowError, LLMEr
 from tg_gguf.llm.model import Transformer, Weights, config_from_metadata
 from tg_gguf.reader import GGUFFile
 
-PREFILL_CHUNK = 32
+PREFILL_CHUNK = 32         # a short prompt's chunk, and a long one's tail
+# a long prompt's chunk: each weight decoded once per chunk (model.prefill_matmul) serves 4x the tokens, and the matmuls are
+# taller (SmolLM2-135M Q4_1 on one Zen 3 core: 128 tokens in one chunk take 0.75x the time of four chunks of 32)
+PREFILL_LONG_CHUNK = 128
 DEFAULT_CONTEXT = 4096  # the KV cache is preallocated: a model's full context (32k for Gemma 3) would take GBs
 
 # *** sampling (host, numpy) ***
@@ -86,23 +90,27 @@ class GGUFLLM:
     self.finish_reason = "stop"  # why the last stream ended: "stop" (EOS, a stop string) or "length"
     self.cached: list[int] = []  # the ids whose keys and values the cache holds, from position 0
     cache_len = model.max_context
-    self._sp_prefill = Variable("start_pos", 0, cache_len - PREFILL_CHUNK)
+    # chunk size -> (its step's TinyJit, start_pos, index of the last real token); a long chunk only where the cache holds one
+    self._prefills = {size: (TinyJit(self._step), Variable("start_pos", 0, cache_len - size), Variable("last", 0, size - 1))
+                      for size in (PREFILL_CHUNK, PREFILL_LONG_CHUNK) if size <= cache_len}
     self._sp_decode = Variable("start_pos", 0, cache_len - 1)
-    self._last = Variable("last", 0, PREFILL_CHUNK - 1)
-    self._prefill_jit = TinyJit(self._step)
     self._decode_jit = TinyJit(self._step)
 
   def _step(self, rows: Tensor, start_pos: Any, last: Any = None) -> Tensor:
     return self.model.forward(self.model.embed(rows), start_pos, last).realize()
 
   def prefill(self, ids: Sequence[int], start: int) -> np.ndarray:
-    """Runs ids at positions start.. through the model (chunks of PREFILL_CHUNK) -> the logits after the last one."""
-    logits = None
-    for c in range(0, len(ids), PREFILL_CHUNK):
-      chunk = list(ids[c:c + PREFILL_CHUNK])
+    """Runs ids at positions start.. through the model (chunks of PREFILL_LONG_CHUNK, then PREFILL_CHUNK) -> the logits after the
+    last one. A long chunk pads fewer than PREFILL_CHUNK positions, so it ends inside the cache's room for a padded short one."""
+    logits, c = None, 0
+    while c < len(ids):
+      size = PREFILL_LONG_CHUNK if len(ids) - c > PREFILL_LONG_CHUNK - PREFILL_CHUNK and PREFILL_LONG_CHUNK in self._prefills else PREFILL_CHUNK
+      jit, start_pos, last = self._prefills[size]
+      chunk = list(ids[c:c + size])
       n = len(chunk)
-      rows = self.model.embed_rows(chunk + [chunk[-1]] * (PREFILL_CHUNK - n))
-      logits = self._prefill_jit(rows, self._sp_prefill.bind(start + c), self._last.bind(n - 1)).numpy()
+      rows = self.model.embed_rows(chunk + [chunk[-1]] * (size - n))
+      logits = jit(rows, start_pos.bind(start + c), last.bind(n - 1)).numpy()
+      c += size
     assert logits is not None
     return logits
 

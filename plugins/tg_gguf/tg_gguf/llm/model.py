@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from tg_core import Tensor, dtypes
+from tg_core.uop import Ops
 from tg_core.uop.ops import UOp
 
 from tg_gguf.llm.api import LLMError
@@ -213,6 +214,10 @@ class Transformer:
     self.output_name = "output.weight" if "output.weight" in weights else "token_embd.weight"  # tied embeddings
     self.embd = EmbeddingRows(weights.f, "token_embd.weight")
     self.bias = {n: weights[n] for n in weights.tensors if n.endswith(".bias")}
+    # prefill_matmul's decoded weight: one float32 buffer, as large as the largest layer matrix, reused by every layer (a buffer per
+    # call would be one per matrix in the TinyJit capture: +650 MB for SmolLM2)
+    mats = [*(t for n, t in weights.blocked.items() if n.startswith("blk.")), *(wb for _, wb in weights.fused.values())]
+    self.scratch = Tensor.empty(max((t.numel() for t in mats), default=1), device=dev).contiguous().realize()
 
   def embed_rows(self, ids: list[int]) -> Tensor:
     """The packed embedding rows of `ids` (gathered on the host from the mapped file), realized on the device."""
@@ -229,9 +234,23 @@ class Transformer:
     the elements of one scale group, so their scales (fp16 bits decoded with integer ops) are loop-invariant there and hoisted, not
     redone per element (17x faster on a Q4_1 matvec than one flat reduce), and the sums over groups and blocks stay in the same
     kernel (half the time of a second kernel for them, Q4_1 1536x576)."""
-    if (wb := self.w.blocked.get(name)) is not None: y = self._matvec(x, wb)
+    if (wb := self.w.blocked.get(name)) is not None: y = self._matvec(x, wb) if x.shape[-2] == 1 else self.prefill_matmul(x, wb)
     else: y = x @ self.w[name].T
     return y + self.bias[b] if (b := name.replace(".weight", ".bias")) in self.bias else y
+
+  def prefill_matmul(self, x: Tensor, wb: Tensor) -> Tensor:
+    """x (..., T, K) @ W.T for T > 1 tokens, W (N, K) a blocked quantized view (Weights.blocked). Dequantizing inside the matmul
+    redoes the decode of every weight element for each of the T rows (SmolLM2 Q4_1 3072x576, T=32: 10 ms on one Zen 3 core); here
+    W is decoded once per call into the float32 `scratch` buffer (one bandwidth-bound kernel), then the plain fp32 matmul runs on
+    it. W is decoded transposed, (K, N): the matmul then reads its rows along the output axis it tiles (32x1536x576: 21 -> 46
+    GFLOPS), which outweighs the slower transposing decode (3072x576 Q4_1: 1.3 -> 3.2 ms): a 128-token prefill on one core,
+    transposed vs (N, K), SmolLM2 1.33 vs 1.47 s, Gemma 3 270M 1.45 vs 1.61 s. The decode is realized before the matmul is built,
+    and every caller realizes the product before the next decode overwrites the buffer. x is made contiguous first: a norm fused
+    into the matmul's loads is redone for every output column."""
+    N, K = wb.shape[0], wb.numel() // wb.shape[0]
+    self.scratch[:N * K].assign(wb.reshape(N, K).T.reshape(N * K)).realize()
+    x = x if x.uop.op is Ops.CONTIGUOUS else x.contiguous()  # (a second CONTIGUOUS would be a copy kernel)
+    return x @ self.scratch[:N * K].reshape(K, N)
 
   @staticmethod
   def _matvec(x: Tensor, wb: Tensor) -> Tensor:
@@ -243,7 +262,8 @@ class Transformer:
     while len(out) < len(names):
       name = names[len(out)]
       if (fz := self.w.fused.get(name)) is not None and fz[0] == names[len(out):len(out) + len(fz[0])]:
-        y = self._matvec(x, fz[1]).contiguous().realize()  # realized here: its parts' consumers are scheduled apart
+        # realized here: its parts' consumers are scheduled apart
+        y = (self._matvec(x, fz[1]) if x.shape[-2] == 1 else self.prefill_matmul(x, fz[1])).contiguous().realize()
         start = 0
         for n in fz[0]:
           rows = self.w.f.tensors[n].shape[0]
@@ -269,6 +289,7 @@ class Transformer:
     cache[:, :, start_pos:start_pos + T].assign(k.reshape(KV, T, D).unsqueeze(0).cat(v.reshape(KV, T, D).unsqueeze(0))).realize()
     S = start_pos + T
     keys, vals = cache[0, :, :S].unsqueeze(0), cache[1, :, :S].unsqueeze(0)   # (1, KV, S, D)
+    if T > 1: return self.linear(self.prefill_attend(i, q, keys, vals, start_pos), p + "attn_output.weight")
     G = H // KV
     qg = q.reshape(B, KV, G * T, D)                                             # heads of a group share their kv head
     scores = (qg @ keys.transpose(-1, -2)) * cfg.attn_scale                    # (1, KV, G*T, S)
@@ -282,6 +303,27 @@ class Transformer:
     attn = scores.softmax(-1).contiguous().reshape(B, KV, G * T, S) @ vals      # (1, KV, G*T, D)
     out = attn.reshape(B, H, T, D).transpose(1, 2).reshape(B, T, H * D)
     return self.linear(out, p + "attn_output.weight")
+
+  def prefill_attend(self, i: int, q: Tensor, keys: Tensor, vals: Tensor, start_pos: int | UOp) -> Tensor:
+    """Attention of a chunk of T > 1 positions: q (1, H, T, D) against the cache's keys and values (1, KV, S, D) of positions
+    0..S-1 -> (1, T, H * D). Each step is its own plain kernel: the scores, their masked row max, exp(scores - max) (each exp
+    computed once), then (exp @ values) / row sums, the normalization applied to the D outputs of a row rather than to its S
+    probabilities. The product keeps its (KV, G*T, D) layout: written straight into (T, H*D) order its output axis mixes
+    heads and head elements, which the matmul heuristic does not tile (SmolLM2, T=128: 10 ms, 2 GFLOPS)."""
+    cfg = self.cfg
+    B, H, KV, D, T, S = 1, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, q.shape[2], keys.shape[2]
+    G = H // KV
+    kpos = self.positions[:S].reshape(1, 1, 1, 1, S)
+    qpos = self.positions[start_pos:start_pos + T].reshape(1, 1, 1, T, 1)
+    ok = kpos <= qpos
+    if cfg.is_sliding(i): ok = ok & (kpos > qpos - cfg.sliding_window)
+    # the raw products realized in the matmul's own layout (masking them in its store slows it 3x); the mask is redone by
+    # the two consumers of each score, the max and the exp
+    raw = (q.reshape(B, KV, G * T, D) @ keys.transpose(-1, -2)).contiguous().reshape(B, KV, G, T, S)
+    scores = ok.where(raw * cfg.attn_scale, float("-inf"))
+    e = (scores - scores.max(-1, keepdim=True)).exp().contiguous().reshape(B, KV, G * T, S)
+    attn = ((e @ vals) / e.sum(-1, keepdim=True)).contiguous()                    # (1, KV, G*T, D)
+    return attn.reshape(B, H, T, D).transpose(1, 2).reshape(B, T, H * D)
 
   def ffn(self, i: int, x: Tensor) -> Tensor:
     p = f"blk.{i}."
