@@ -71,8 +71,9 @@ def _reduce_needs_realize(ctx: ScheduleCtx, r: UOp) -> bool:
   """A reduction used more than once, or expanded or reduced again before its next realize point in a way that would make
   the consumer recompute it: recomputing it would repeat the whole reduction per element (a consuming REDUCE_AXIS would run it
   serially in each of its iterations). A reduction whose value depends only on leading axes that every node up to the realize
-  point keeps as its leading axes (a scalar, a row statistic broadcast along trailing axes: rms_norm, softmax) fuses: its
-  consumer's loops over those axes are outermost, so the reduction is hoisted out of the inner ones and runs once per row."""
+  point keeps as its leading axes (a scalar, a row statistic broadcast along trailing axes: rms_norm, softmax) fuses on a
+  device whose output axes are loops: its consumer's loops over those axes are outermost, so the reduction is hoisted out of
+  the inner ones and runs once per row."""
   if len(_users_through_views(r, ctx.children)) > 1: return True
   chain: list[UOp] = []
   stack, seen = list(ctx.children.get(r, [])), set()
@@ -84,7 +85,13 @@ def _reduce_needs_realize(ctx: ScheduleCtx, r: UOp) -> bool:
     stack.extend(ctx.children.get(c, []))
   if not any(c.op in (Ops.EXPAND, Ops.REDUCE_AXIS) for c in chain): return False
   lead = _leading_axes(r)
-  return not ROW_REDUCE_FUSION or any(c.shape[:len(lead)] != lead for c in chain)
+  return not (ROW_REDUCE_FUSION and _output_axes_are_loops(r.device)) or any(c.shape[:len(lead)] != lead for c in chain)
+
+def _output_axes_are_loops(device: object) -> bool:
+  """Whether the device runs a kernel's output axes as loops (a CPU: a reduce hoisted out of them runs once per core), not as
+  grid indices (a GPU: it would run once per thread)."""
+  from tg_core.device import Device
+  return isinstance(device, str) and not Device[device].renderer.caps.has_grid
 
 pm_realize = PatternMatcher([
   # the outputs, unless they are views of buffers already
