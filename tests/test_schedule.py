@@ -106,12 +106,53 @@ def test_mean_one_kernel():
   check_schedule(t, 1)
   np.testing.assert_allclose(t.numpy(), a.mean(0), rtol=1e-5)
 
-def test_variance_two_kernels():
+# row statistics fuse into their consumer on a device whose output axes are loops (the CPU): hoisted out of them, each runs
+# once per row (on a grid device it would run once per thread: realized apart there)
+def test_variance_one_kernel():
+  # the mean is a scalar: the outer reduction's kernel computes it once, hoisted above its loop
   a = rnd(9)
-  x = Tensor(a)
+  x = Tensor(a, device="CPU")
   t = (x - x.mean()).square().mean()
-  check_schedule(t, 2)
+  check_schedule(t, 1)
   np.testing.assert_allclose(t.numpy(), a.var(), rtol=1e-5)
+
+def test_softmax_one_kernel():
+  # row max and row sum broadcast along the trailing axis: one kernel, each statistic hoisted out of the inner loops
+  a = rnd(3, 3, 1, 37)
+  t = Tensor(a, device="CPU").softmax(-1)
+  check_schedule(t, 1)
+  ref = np.exp(a - a.max(-1, keepdims=True))
+  np.testing.assert_allclose(t.numpy(), ref / ref.sum(-1, keepdims=True), rtol=1e-5, atol=1e-6)
+
+def test_rms_norm_into_matvec_one_kernel():
+  x, w, W = rnd(1, 64), rnd(64), rnd(48, 64)
+  xt = Tensor(x, device="CPU")
+  t = (xt * (xt.square().mean(-1, keepdim=True) + 1e-5).rsqrt() * Tensor(w, device="CPU")) @ Tensor(W, device="CPU").T
+  check_schedule(t, 1)
+  ref = (x / np.sqrt((x * x).mean(-1, keepdims=True) + 1e-5) * w) @ W.T
+  np.testing.assert_allclose(t.numpy(), ref, rtol=1e-4, atol=1e-4)
+
+def test_rows_norm_one_kernel():
+  x, w = rnd(6, 40), rnd(40)
+  xt = Tensor(x, device="CPU")
+  t = xt * (xt.square().mean(-1, keepdim=True) + 1e-5).rsqrt() * Tensor(w, device="CPU")
+  check_schedule(t, 1)
+  np.testing.assert_allclose(t.numpy(), x / np.sqrt((x * x).mean(-1, keepdims=True) + 1e-5) * w, rtol=1e-5, atol=1e-6)
+
+@pytest.mark.parametrize("build, ref", [
+  # broadcast along a leading axis: the consumer's outer loop
+  (lambda x: x - x.mean(0, keepdim=True), lambda a: a - a.mean(0, keepdims=True)),
+  # a permute moves the broadcast axis outward
+  (lambda x: (x - x.max(1, keepdim=True)).permute(1, 0) * 2, lambda a: (a - a.max(1, keepdims=True)).T * 2),
+  # a reshape merges the row axis into the broadcast one
+  (lambda x: (x.sum(1, keepdim=True) + x).reshape(-1) * 2, lambda a: (a.sum(1, keepdims=True) + a).reshape(-1) * 2),
+], ids=["leading", "permuted", "merged"])
+def test_reduce_broadcast_outward_two_kernels(build, ref):
+  # fused, each of these would recompute the whole reduction for every element of the broadcast axis
+  a = rnd(5, 7)
+  t = build(Tensor(a, device="CPU"))
+  check_schedule(t, 2)
+  np.testing.assert_allclose(t.numpy(), ref(a), rtol=1e-5, atol=1e-6)
 
 def test_assign_one_kernel():
   a = rnd(4)

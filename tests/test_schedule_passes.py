@@ -62,7 +62,7 @@ def test_passes_in_rewrite_stats():
 def test_kernel_graph_spec():
   a = rnd(4, 6)
   x = Tensor(a, device="CPU")
-  t = (x.sum(1, keepdim=True) + x).exp().to("PYTHON")
+  t = (x.sum(0, keepdim=True) + x).exp().to("PYTHON")  # column sums expanded along the rows: realized apart
   items, _ = create_schedule(UOp.sink(t.uop))
   g = kernel_graph(items)
   type_verify(g, spec_kernel_graph)
@@ -71,4 +71,4 @@ def test_kernel_graph_spec():
   bad = UOp.sink(items[0].ast.call(*items[0].bufs[:1], Tensor(a).contiguous().uop))
   with pytest.raises(SpecError, match="spec_kernel_graph"): type_verify(bad, spec_kernel_graph)
   run_schedule(items)
-  np.testing.assert_allclose(t.numpy(), np.exp(a.sum(1, keepdims=True) + a), rtol=1e-5)
+  np.testing.assert_allclose(t.numpy(), np.exp(a.sum(0, keepdims=True) + a), rtol=1e-5)

@@ -7,7 +7,9 @@
 from __future__ import annotations
 from dataclasses import dataclass, field
 
-from tg_core.helpers import DEBUG, SPEC
+from tg_core.helpers import DEBUG, SPEC, ContextVar
+
+ROW_REDUCE_FUSION = ContextVar("ROW_REDUCE_FUSION", 1)
 from tg_core.uop import GroupOp, Ops
 from tg_core.uop.ops import UOp
 from tg_core.uop.pattern import PatternMatcher, UPat
@@ -60,18 +62,36 @@ class ScheduleCtx:
 
 def _realize(ctx: ScheduleCtx, *us: UOp) -> None: ctx.realizes.update((u, None) for u in us)
 
+def _leading_axes(r: UOp) -> tuple:
+  """r's shape up to its last axis longer than 1: the loops its value depends on."""
+  n = max((i + 1 for i, s in enumerate(r.shape) if not (isinstance(s, int) and s == 1)), default=0)
+  return r.shape[:n]
+
 def _reduce_needs_realize(ctx: ScheduleCtx, r: UOp) -> bool:
-  """A reduction used more than once, or expanded or reduced again before its next realize point: recomputing it would
-  repeat the whole reduction per element (a consuming REDUCE_AXIS would run it serially in each of its iterations)."""
+  """A reduction used more than once, or expanded or reduced again before its next realize point in a way that would make
+  the consumer recompute it: recomputing it would repeat the whole reduction per element (a consuming REDUCE_AXIS would run it
+  serially in each of its iterations). A reduction whose value depends only on leading axes that every node up to the realize
+  point keeps as its leading axes (a scalar, a row statistic broadcast along trailing axes: rms_norm, softmax) fuses on a
+  device whose output axes are loops: its consumer's loops over those axes are outermost, so the reduction is hoisted out of
+  the inner ones and runs once per row."""
   if len(_users_through_views(r, ctx.children)) > 1: return True
+  chain: list[UOp] = []
   stack, seen = list(ctx.children.get(r, [])), set()
   while stack:  # the single-consumer chain up to the next realize point
     c = stack.pop()
     if c in seen or c.op in {Ops.SINK, Ops.CONTIGUOUS, Ops.COPY, Ops.AFTER, Ops.STORE}: continue
     seen.add(c)
-    if c.op in (Ops.EXPAND, Ops.REDUCE_AXIS): return True
+    chain.append(c)
     stack.extend(ctx.children.get(c, []))
-  return False
+  if not any(c.op in (Ops.EXPAND, Ops.REDUCE_AXIS) for c in chain): return False
+  lead = _leading_axes(r)
+  return not (ROW_REDUCE_FUSION and _output_axes_are_loops(r.device)) or any(c.shape[:len(lead)] != lead for c in chain)
+
+def _output_axes_are_loops(device: object) -> bool:
+  """Whether the device runs a kernel's output axes as loops (a CPU: a reduce hoisted out of them runs once per core), not as
+  grid indices (a GPU: it would run once per thread)."""
+  from tg_core.device import Device
+  return isinstance(device, str) and not Device[device].renderer.caps.has_grid
 
 pm_realize = PatternMatcher([
   # the outputs, unless they are views of buffers already

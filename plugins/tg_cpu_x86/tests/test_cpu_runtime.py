@@ -87,6 +87,25 @@ def test_tiny_kernels_skip_the_optimization_passes() -> None:
     np.testing.assert_array_equal(np.frombuffer(buf.mv, dtype=np.int32), np.ones(n, dtype=np.int32))
   assert kernel_work("define void @f() {\n  ret void\n}") is None and pass_level("define void @f() {}", 3) == 3  # IR without the header
 
+def test_split_with_a_hoisted_row_statistic(monkeypatch: pytest.MonkeyPatch) -> None:
+  # an rms_norm fused into its matvec: the norm's reduce loop runs at top level (each core computes it), the output loop splits
+  from tg_cpu_x86 import runtime
+  from tg_core.engine.realize import get_runner, run_schedule
+  monkeypatch.setattr(runtime, "split_threads", lambda t1, trip, mx, handoff_s: min(mx, trip))  # split even small kernels
+  r = np.random.default_rng(7)
+  x, w = r.standard_normal((1, 64)).astype(np.float32), r.standard_normal((97, 64)).astype(np.float32)
+  ref = (x / np.sqrt((x * x).mean(-1, keepdims=True) + 1e-5)) @ w.T
+  with Context(NUM_CPU_THREADS=2):
+    for _ in range(runtime.TIMED_RUNS + 1):
+      xt = Tensor(x, device="CPU")
+      t = (xt * (xt.square().mean(-1, keepdim=True) + 1e-5).rsqrt()) @ Tensor(w, device="CPU").T
+      items = t.schedule()
+      kernels = [si for si in items if si.ast.op is Ops.SINK]
+      assert len(kernels) == 1
+      assert "split loop: yes" in get_runner("CPU", kernels[0].ast).p.src
+      run_schedule(items)
+      np.testing.assert_allclose(t.numpy(), ref, rtol=1e-4, atol=1e-4)
+
 def test_reduce_only_kernel_is_not_split() -> None:
   n = 100
   inp, out = param(1, dtypes.float32, n), param(0, dtypes.float32, 1)

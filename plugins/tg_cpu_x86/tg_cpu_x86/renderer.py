@@ -20,8 +20,9 @@ __all__ = ["CONTRACT", "LLVMRenderer", "_bits", "index_like", "lconst", "ltype"]
 SPLIT_AXES = (AxisType.LOOP, AxisType.GLOBAL, AxisType.THREAD)
 
 def _split_range(uops: list[UOp]) -> UOp | None:
-  """The loop to split across cores: the only top-level RANGE, when it is an output axis and nothing at top level
-  writes global memory (every core runs the top level; only the split loop's iterations are divided)."""
+  """The loop to split across cores: the only top-level output-axis RANGE, when nothing at top level writes global memory
+  (every core runs the top level; only the split loop's iterations are divided). Other top-level RANGEs may only be reduce
+  loops (a row statistic hoisted out of the output loop, e.g. an rms_norm fused into its matvec): each core computes it itself."""
   depth, top_ranges, top_global_store = 0, [], False
   for u in uops:
     if u.op is Ops.RANGE:
@@ -31,9 +32,9 @@ def _split_range(uops: list[UOp]) -> UOp | None:
     elif u.op is Ops.STORE and depth == 0:
       buf = root_buffer(u.src[0].src[0]) if u.src[0].op is Ops.INDEX else None
       if buf is None or buf.op is not Ops.BUFFER or buf.arg.addrspace is AddrSpace.GLOBAL: top_global_store = True
-  if len(top_ranges) != 1 or top_global_store: return None
-  r = top_ranges[0]
-  return r if isinstance(r.arg, tuple) and r.arg[-1] in SPLIT_AXES else None
+  if top_global_store or any(not isinstance(r.arg, tuple) or r.arg[-1] not in (*SPLIT_AXES, AxisType.REDUCE) for r in top_ranges): return None
+  out_ranges = [r for r in top_ranges if r.arg[-1] in SPLIT_AXES]
+  return out_ranges[0] if len(out_ranges) == 1 else None
 
 _WORK_OPS = GroupOp.ALU | {Ops.LOAD, Ops.STORE, Ops.CAST, Ops.BITCAST}
 def _weighted_work(uops: list[UOp], stop: UOp | None = None) -> int:

@@ -39,8 +39,11 @@ def hand_coded_optimizations(ast: UOp, caps: RendererCaps | None = None) -> list
   opts: list[Opt] = []
   axes = kernel_axes(ast)
   out_axes = [i for i, r in enumerate(axes) if r.arg[1] in (AxisType.LOOP, AxisType.GLOBAL)]
-  red_axes = [i for i, r in enumerate(axes) if r.arg[1] is AxisType.REDUCE]
-  sizes = [r.src[0].arg if r.src[0].op is Ops.CONST else 1 for r in axes]
+  # a reduction no output axis reaches (a row statistic the scheduler fused into its consumer, e.g. an rms_norm into its matvec)
+  # runs once, hoisted above the output loops: its axes take no part in tiling
+  hoisted = {r for u in ast.toposort() if u.op is Ops.REDUCE and not any(axes[i] in u.src[0].ranges for i in out_axes) for r in u.src[1:]}
+  red_axes = [i for i, r in enumerate(axes) if r.arg[1] is AxisType.REDUCE and r not in hoisted]
+  sizes = [r.src[0].arg if r.src[0].op is Ops.CONST and r not in hoisted else 1 for r in axes]
   work = functools.reduce(lambda a, b: a * b, sizes, 1)
   big = caps.big_reduce_tile is not None and bool(red_axes) and len(out_axes) >= 2 and work >= 1 << 22
   # tiny kernels run in microseconds: their compile time (Python codegen and LLVM, both growing with the tile) dominates

@@ -288,19 +288,22 @@ class Transformer:
     cache = self.caches[i]
     cache[:, :, start_pos:start_pos + T].assign(k.reshape(KV, T, D).unsqueeze(0).cat(v.reshape(KV, T, D).unsqueeze(0))).realize()
     S = start_pos + T
-    keys, vals = cache[0, :, :S].unsqueeze(0), cache[1, :, :S].unsqueeze(0)   # (1, KV, S, D)
-    if T > 1: return self.linear(self.prefill_attend(i, q, keys, vals, start_pos), p + "attn_output.weight")
+    if T > 1:
+      keys, vals = cache[0, :, :S].unsqueeze(0), cache[1, :, :S].unsqueeze(0)   # (1, KV, S, D)
+      return self.linear(self.prefill_attend(i, q, keys, vals, start_pos), p + "attn_output.weight")
     G = H // KV
-    qg = q.reshape(B, KV, G * T, D)                                             # heads of a group share their kv head
-    scores = (qg @ keys.transpose(-1, -2)) * cfg.attn_scale                    # (1, KV, G*T, S)
     kpos = self.positions[:S].reshape(1, 1, 1, S)
     qpos = (self.positions[start_pos:start_pos + T]).reshape(1, 1, T, 1)
     ok = kpos <= qpos
     if cfg.is_sliding(i): ok = ok & (kpos > qpos - cfg.sliding_window)
-    scores = scores.reshape(B, KV, G, T, S)
-    scores = ok.unsqueeze(2).where(scores, float("-inf")) if T > 1 or cfg.is_sliding(i) else scores
-    # the probabilities realized: else the product with the values recomputes each exp once per output element (head_dim times)
-    attn = scores.softmax(-1).contiguous().reshape(B, KV, G * T, S) @ vals      # (1, KV, G*T, D)
+    # decode: each query head reads its kv head through a broadcast view, so every attention kernel's outer loop runs over
+    # all H heads and splits evenly across cores (over the kv heads it was 2:1 for SmolLM2's 3, one core for Gemma 3's 1)
+    keys, vals = (cache[j, :, :S].unsqueeze(1).expand(KV, G, S, D).reshape(B, H, S, D) for j in (0, 1))
+    scores = (q @ keys.transpose(-1, -2)) * cfg.attn_scale                     # (1, H, 1, S)
+    scores = ok.where(scores, float("-inf")) if cfg.is_sliding(i) else scores
+    # the probabilities realized (one kernel: the row max and sum fuse into it): else the product with the values
+    # recomputes each exp once per output element (head_dim times)
+    attn = scores.softmax(-1).contiguous() @ vals                              # (1, H, 1, D)
     out = attn.reshape(B, H, T, D).transpose(1, 2).reshape(B, T, H * D)
     return self.linear(out, p + "attn_output.weight")
 
@@ -340,8 +343,11 @@ class Transformer:
     for i in range(cfg.n_layers):
       p = f"blk.{i}."
       h = self.attention(i, rms_norm(x, self.w[p + "attn_norm.weight"], cfg.norm_eps), start_pos, T)
+      if T == 1: h = h.realize()
       if cfg.post_norms: h = rms_norm(h, self.w[p + "post_attention_norm.weight"], cfg.norm_eps)
-      x = (x + h).realize()
+      # decode: the mid-layer residual isn't written; its two consumers (the FFN's norm and matvec, the layer's last add)
+      # each recompute it from the attention's output, an add per element (Gemma 3: its post-attention norm fuses into them)
+      x = x + h if T == 1 else (x + h).realize()
       h = self.ffn(i, rms_norm(x, self.w[p + "ffn_norm.weight"], cfg.norm_eps))
       if cfg.post_norms: h = rms_norm(h, self.w[p + "post_ffw_norm.weight"], cfg.norm_eps)
       x = (x + h).realize()  # the residual stream is realized: else each consumer (norm reduce, matmuls) recomputes what made it
