@@ -91,6 +91,7 @@ class TinyJit(Generic[R]):
     sig = [(_view_signature(t.uop), t.dtype, t.device) for t in inputs]
     binds = _call_binds(args, kwargs, inputs)
     if self.cnt == 1:
+      _free_caches({b.device for b in map(_input_buffer, inputs)})  # what the first call left cached: the capture's peak starts bare
       capturing.append(cap := Capture())
       try:
         ret = self.fxn(*args, **kwargs)
@@ -162,7 +163,6 @@ def _plan_captured(cap: Capture, inputs: list[Buffer]) -> list[tuple[Any, list[B
   inputs) moved into memory shared where their lifetimes over the whole step allow. Every buffer of the result is allocated
   (those released mid-capture and not planned get memory again), and the allocators' caches of freed buffers are emptied:
   the capture's own buffers, freed, would otherwise stay there for as long as the process runs."""
-  from tg_core.device import Device, LRUAllocator
   from tg_core.engine.realize import buffers
   from tg_core.schedule.memory import plan_buffers
   captured = cap.items
@@ -178,9 +178,14 @@ def _plan_captured(cap: Capture, inputs: list[Buffer]) -> list[tuple[Any, list[B
   del cands, planned  # the replaced buffers die here: freed into the allocators' caches, emptied below
   for _, bufs, _ in captured:
     for b in bufs: b.ensure_allocated()
-  for dev in {b.device for _, bufs, _ in captured for b in bufs}:
-    if isinstance(al := Device[dev].allocator, LRUAllocator): al.free_cache()
+  _free_caches({b.device for _, bufs, _ in captured for b in bufs})
   return captured
+
+def _free_caches(devices: set[str]) -> None:
+  """Really free the buffers the devices' allocators keep for reuse."""
+  from tg_core.device import Device, LRUAllocator
+  for dev in devices:
+    if isinstance(al := Device[dev].allocator, LRUAllocator): al.free_cache()
 
 def _realize_ret(ret: Any) -> None:
   from tg_core.tensor import Tensor

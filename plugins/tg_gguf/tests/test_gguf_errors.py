@@ -22,6 +22,7 @@ def open_bytes(tmp_path: pathlib.Path, raw: bytes) -> GGUFFile:
   p.write_bytes(raw)
   return GGUFFile(p)
 
+ARCH = kv_str("general.architecture", "x")
 CASES = [
   ("empty file", lambda: b"", GGUFTruncatedError, "truncated file: the magic"),
   ("truncated header", lambda: good()[:12], GGUFTruncatedError, "truncated file: tensor count needs 8 bytes at offset 8"),
@@ -36,9 +37,9 @@ CASES = [
   ("huge array count", lambda: good(kvs=[s("k") + struct.pack("<IIQ", 9, 6, 2**61)]), GGUFFormatError, "element count of metadata 'k'"),
   ("unknown value type", lambda: good(kvs=[s("k") + struct.pack("<I", 13)]), GGUFFormatError, "unknown value type 13"),
   ("bad utf-8 key", lambda: good(kvs=[s(b"\xff\xfe") + struct.pack("<II", 4, 1)]), GGUFFormatError, "not valid UTF-8"),
-  ("bad utf-8 in a string array", lambda: good(kvs=[kv_str("general.architecture", "x"), s("tok") + struct.pack("<IIQ", 9, 8, 3) + s("a") + s(b"\xc3") + s("c")]),
+  ("bad utf-8 in a string array", lambda: good(kvs=[ARCH, s("tok") + struct.pack("<IIQ", 9, 8, 3) + s("a") + s(b"\xc3") + s("c")]),
    GGUFFormatError, r"metadata 'tok'\[1\] at offset \d+ is not valid UTF-8"),
-  ("truncated string array", lambda: good(kvs=[kv_str("general.architecture", "x"), s("tok") + struct.pack("<IIQ", 9, 8, 2) + s("a") + struct.pack("<Q", 2**20)]),
+  ("truncated string array", lambda: good(kvs=[ARCH, s("tok") + struct.pack("<IIQ", 9, 8, 2) + s("a") + struct.pack("<Q", 2**20)]),
    GGUFFormatError, r"metadata 'tok'\[1\]"),
   ("duplicate key", lambda: good(kvs=[kv_u32("k", 1), kv_u32("k", 2)]), GGUFFormatError, "'k' appears twice"),
   ("bad alignment", lambda: good(kvs=[kv_u32("general.alignment", 24)]), GGUFFormatError, "power of two, got 24"),
