@@ -91,7 +91,7 @@ class TinyJit(Generic[R]):
     sig = [(_view_signature(t.uop), t.dtype, t.device) for t in inputs]
     binds = _call_binds(args, kwargs, inputs)
     if self.cnt == 1:
-      _free_caches({b.device for b in map(_input_buffer, inputs)})  # what the first call left cached: the capture's peak starts bare
+      _free_caches({t.device for t in inputs if isinstance(t.device, str)})  # what the first call left cached: the capture's peak starts bare
       capturing.append(cap := Capture())
       try:
         ret = self.fxn(*args, **kwargs)
