@@ -9,6 +9,7 @@ import sys
 from collections.abc import Sequence
 
 import numpy as np
+from tg_core import dtypes
 import pytest
 from gguf_testutil import gemma_chunks, model_file
 
@@ -144,7 +145,8 @@ def test_qwen2_random_model(tmp_path: pathlib.Path, quant: dict[str, str] | None
 
   class Tok:
     bos_id, eos_ids, vocab_size = 0, frozenset({1}), 256
-  llm = load_llm(str(tmp_path / "tiny.gguf"), progress=False, tokenizer=Tok())  # type: ignore[arg-type]
+  # float32 KV cache: these compare every step at 1e-4 (the float16 default rounds k/v to ~1e-3)
+  llm = load_llm(str(tmp_path / "tiny.gguf"), progress=False, tokenizer=Tok(), kv_dtype=dtypes.float32)  # type: ignore[arg-type]
   if quant: assert len(llm.model.w.fused) == 4  # per layer: q/k/v, gate/up
   ids = [5, 17, 99, 3, 200, 42, 7]
   with torch.no_grad(): ref = hf(torch.tensor([ids])).logits[0].numpy()
@@ -183,7 +185,8 @@ def test_gemma3_sliding_window_random_model(tmp_path: pathlib.Path):
 
   class Tok:
     bos_id, eos_ids, vocab_size = 2, frozenset({1}), 256
-  llm = load_llm(str(tmp_path / "tiny.gguf"), progress=False, tokenizer=Tok())  # type: ignore[arg-type]
+  # float32 KV cache: these compare every step at 1e-4 (the float16 default rounds k/v to ~1e-3)
+  llm = load_llm(str(tmp_path / "tiny.gguf"), progress=False, tokenizer=Tok(), kv_dtype=dtypes.float32)  # type: ignore[arg-type]
   ids = np.random.default_rng(2).integers(3, 256, 5 * window + 6).tolist()
   with torch.no_grad(): ref = hf(torch.tensor([ids])).logits[0].numpy()
   n = 5 * window
@@ -243,7 +246,7 @@ def test_stop_strings():
 
 MEMORY_RUN = """
 import sys
-from tg_core import Tensor
+from tg_core import dtypes, Tensor
 (Tensor([1.0]) + 1).realize()  # device open, plugins discovered: the baseline
 def rss_kb(key):
   with open("/proc/self/status") as fh: return int(next(l for l in fh if l.startswith(key)).split()[1])
