@@ -12,12 +12,14 @@ A device that offers a graph (`Compiled.graph`, e.g. tg_core.hcq.HCQGraph) repla
 batch; copies and kernels of devices without one replay item by item."""
 from __future__ import annotations
 import functools
+import weakref
 from typing import Any, Callable, Generic, TypeVar
 
 from tg_core.device import Buffer
 from tg_core.helpers import DEBUG, ContextVar
 from tg_core.uop import GroupOp, Ops
 from tg_core.uop.ops import UOp
+from tg_core.schedule.memory import arenas
 from tg_core.schedule.variables import bound_vars_in, rebind, unbind_arg, var_vals_of
 
 JIT = ContextVar("JIT", 1)
@@ -26,8 +28,35 @@ R = TypeVar("R")
 class JitError(RuntimeError):
   """A jitted function was called with inputs that don't match the captured ones."""
 
-# while a function is being captured, run_schedule appends (runner or copy, buffers, var_vals) here
-capturing: list[list[tuple[Any, list[Buffer], dict[str, int]]]] = []
+class Capture:
+  """What one capture records: (runner or "copy", buffers, var_vals) per step, in order (`items`).
+
+  A buffer the capture writes before it reads it whose BUFFER uop dies mid-capture can't be named by anything later in the
+  trace: its memory goes back to the allocator at once (the next layer's intermediates of the same sizes reuse it), so the
+  capture's peak is about one layer's intermediates, not the whole step's. `_plan_captured` gives such buffers memory again."""
+  def __init__(self) -> None:
+    self.items: list[tuple[Any, list[Buffer], dict[str, int]]] = []
+    self.first_written: dict[int, bool] = {}  # id(buffer) -> its first use in the capture is as an output (slot 0)
+    self._watches: list[weakref.finalize] = []
+  def record(self, item: tuple[Any, list[Buffer], dict[str, int]], uops: tuple[UOp, ...]) -> None:
+    self.items.append(item)
+    for pos, (b, u) in enumerate(zip(item[1], uops)):
+      if id(b) in self.first_written: continue
+      self.first_written[id(b)] = pos == 0
+      if pos == 0: self._watches.append(weakref.finalize(u, _release, b))
+  def close(self) -> None:
+    """Stop releasing: what the capture's uops still name after it is needed by the replays (outputs, held buffers)."""
+    for w in self._watches: w.detach()
+    self._watches.clear()
+
+def _release(b: Buffer) -> None:
+  """Free a captured buffer's memory (an arena's once none of its views is allocated); the Buffer stays in the capture."""
+  if not b.is_allocated() or b.allocated_views: return
+  b.deallocate()
+  if b.is_view and (a := b.base) in arenas and a.is_allocated() and not a.allocated_views: a.deallocate()
+
+# while a function is being captured, run_schedule records its steps here
+capturing: list[Capture] = []
 
 def _tensors_in(args: tuple, kwargs: dict) -> list[Any]:
   from tg_core.tensor import Tensor
@@ -70,13 +99,16 @@ class TinyJit(Generic[R]):
     sig = [(_view_signature(t.uop), t.dtype, t.device) for t in inputs]
     binds = _call_binds(args, kwargs, inputs)
     if self.cnt == 1:
-      capturing.append([])
+      _free_caches({t.device for t in inputs if isinstance(t.device, str)})  # what the first call left cached: the capture's peak starts bare
+      capturing.append(cap := Capture())
       try:
         ret = self.fxn(*args, **kwargs)
         _realize_ret(ret)
-      finally: self.captured = capturing.pop()
+      finally:
+        capturing.pop()
+        cap.close()
       self.input_sig, self.input_bufs = sig, [_input_buffer(t) for t in inputs]
-      self.captured = _plan_captured(self.captured, self.input_bufs)
+      self.captured = _plan_captured(cap, self.input_bufs)
       self.ret = ret
       self.cnt += 1
       if DEBUG >= 1: print(f"JIT captured {len(self.captured)} kernels with {len(inputs)} inputs")
@@ -140,22 +172,34 @@ def _step_args(captured: list[tuple[Any, list[Buffer], dict[str, int]]], plan: l
     ret.append((captured[idx[0]][0], bufs, swaps, [captured[i][2] for i in idx]))
   return ret
 
-def _plan_captured(captured: list[tuple[Any, list[Buffer], dict[str, int]]], inputs: list[Buffer]) -> list[tuple[Any, list[Buffer], dict[str, int]]]:
+def _plan_captured(cap: Capture, inputs: list[Buffer]) -> list[tuple[Any, list[Buffer], dict[str, int]]]:
   """The capture with its intermediates (buffers only the capture still uses: no live BUFFER uop names them, they aren't
-  inputs) moved into memory shared where their lifetimes over the whole step allow."""
+  inputs) moved into memory shared where their lifetimes over the whole step allow. Every buffer of the result is allocated
+  (those released mid-capture and not planned get memory again), and the allocators' caches of freed buffers are emptied:
+  the capture's own buffers, freed, would otherwise stay there for as long as the process runs."""
   from tg_core.engine.realize import buffers
   from tg_core.schedule.memory import plan_buffers
+  captured = cap.items
   held = {id(b) for b in buffers.values()} | {id(b) for b in inputs}
   # only a buffer the capture writes before it reads it (its first use is as a kernel's or copy's output, slot 0) holds nothing
   # from outside the step: one filled before or during the capture from the host (a constant uploaded mid-trace) keeps its memory
-  first_written: dict[int, bool] = {}
+  cands = {b for _, bufs, _ in captured for b in bufs if id(b) not in held and cap.first_written[id(b)]}
+  planned = plan_buffers([bufs for _, bufs, _ in captured], cands) if len(cands) >= 2 else {}
+  if planned:
+    captured = [(runner, [planned.get(b, b) for b in bufs], vv) for runner, bufs, vv in captured]
+    if DEBUG >= 1: print(f"JIT memory planner: {len(planned)} intermediates share {sum({id(b.base): b.base.nbytes for b in planned.values()}.values())} bytes")
+  cap.items = captured
+  del cands, planned  # the replaced buffers die here: freed into the allocators' caches, emptied below
   for _, bufs, _ in captured:
-    for pos, b in enumerate(bufs): first_written.setdefault(id(b), pos == 0)
-  cands = {b for _, bufs, _ in captured for b in bufs if id(b) not in held and first_written[id(b)]}
-  if len(cands) < 2 or not (planned := plan_buffers([bufs for _, bufs, _ in captured], cands)): return captured
-  for b in planned.values(): b.ensure_allocated()
-  if DEBUG >= 1: print(f"JIT memory planner: {len(planned)} intermediates share {planned[next(iter(planned))].base.nbytes} bytes")
-  return [(runner, [planned.get(b, b) for b in bufs], vv) for runner, bufs, vv in captured]
+    for b in bufs: b.ensure_allocated()
+  _free_caches({b.device for _, bufs, _ in captured for b in bufs})
+  return captured
+
+def _free_caches(devices: set[str]) -> None:
+  """Really free the buffers the devices' allocators keep for reuse."""
+  from tg_core.device import Device, LRUAllocator
+  for dev in devices:
+    if isinstance(al := Device[dev].allocator, LRUAllocator): al.free_cache()
 
 def _realize_ret(ret: Any) -> None:
   from tg_core.tensor import Tensor

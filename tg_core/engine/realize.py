@@ -85,7 +85,7 @@ def run_schedule(items: list[ScheduleItem], var_vals: dict[str, int] | None = No
     from tg_core.engine.jit import capturing
     if si.ast.op is Ops.COPY:
       bufs[0].copy_from(bufs[1])
-      if capturing: capturing[-1].append(("copy", bufs, {}))
+      if capturing: capturing[-1].record(("copy", bufs, {}), si.bufs)
       name, device = f"copy {bufs[1].nbytes:8d}, {bufs[0].device[:7]:>7s} <- {bufs[1].device[:7]:7s}", bufs[0].device
       GlobalCounters.global_mem += bufs[0].nbytes
     else:
@@ -93,7 +93,7 @@ def run_schedule(items: list[ScheduleItem], var_vals: dict[str, int] | None = No
       runner = get_runner(device, si.ast)
       vv = {**(var_vals or {}), **si.var_vals}
       runner(bufs, vv, wait=DEBUG >= 2)
-      if capturing: capturing[-1].append((runner, bufs, vv))
+      if capturing: capturing[-1].record((runner, bufs, vv), si.bufs)
       name = runner.p.name
       GlobalCounters.global_ops += runner.p.estimated_ops
       GlobalCounters.global_mem += sum(b.nbytes for b in bufs)

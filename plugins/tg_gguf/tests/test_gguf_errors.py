@@ -22,6 +22,7 @@ def open_bytes(tmp_path: pathlib.Path, raw: bytes) -> GGUFFile:
   p.write_bytes(raw)
   return GGUFFile(p)
 
+ARCH = kv_str("general.architecture", "x")
 CASES = [
   ("empty file", lambda: b"", GGUFTruncatedError, "truncated file: the magic"),
   ("truncated header", lambda: good()[:12], GGUFTruncatedError, "truncated file: tensor count needs 8 bytes at offset 8"),
@@ -36,6 +37,10 @@ CASES = [
   ("huge array count", lambda: good(kvs=[s("k") + struct.pack("<IIQ", 9, 6, 2**61)]), GGUFFormatError, "element count of metadata 'k'"),
   ("unknown value type", lambda: good(kvs=[s("k") + struct.pack("<I", 13)]), GGUFFormatError, "unknown value type 13"),
   ("bad utf-8 key", lambda: good(kvs=[s(b"\xff\xfe") + struct.pack("<II", 4, 1)]), GGUFFormatError, "not valid UTF-8"),
+  ("bad utf-8 in a string array", lambda: good(kvs=[ARCH, s("tok") + struct.pack("<IIQ", 9, 8, 3) + s("a") + s(b"\xc3") + s("c")]),
+   GGUFFormatError, r"metadata 'tok'\[1\] at offset \d+ is not valid UTF-8"),
+  ("truncated string array", lambda: good(kvs=[ARCH, s("tok") + struct.pack("<IIQ", 9, 8, 2) + s("a") + struct.pack("<Q", 2**20)]),
+   GGUFFormatError, r"metadata 'tok'\[1\]"),
   ("duplicate key", lambda: good(kvs=[kv_u32("k", 1), kv_u32("k", 2)]), GGUFFormatError, "'k' appears twice"),
   ("bad alignment", lambda: good(kvs=[kv_u32("general.alignment", 24)]), GGUFFormatError, "power of two, got 24"),
   ("offset past end", lambda: good(infos=[tensor_info("a", (8,), F32, 1024)]), GGUFTruncatedError, "'a' data (32 bytes at data offset 1024) is past"),
@@ -59,6 +64,14 @@ def test_good_seed_opens(tmp_path: pathlib.Path):
   f = open_bytes(tmp_path, good())
   assert f.metadata == {"general.architecture": "x", "tok": ["a", "b"]}
   assert np.array_equal(f.tensor("b", "PYTHON").numpy(), np.arange(8, 16, dtype=np.float32).reshape(2, 4))
+
+def test_string_array_reads_as_a_sequence(tmp_path: pathlib.Path):
+  """An array of strings is held as its bytes (StringArray) and reads like the list of its strs."""
+  words = ["", "a", "\u00e9t\u00e9", "\U0001f600", "x y", "\u4e2d"]
+  tok = open_bytes(tmp_path, good(kvs=[kv_str("general.architecture", "x"), kv_str_array("tok", words)])).metadata["tok"]
+  assert len(tok) == 6 and list(tok) == words and tok == words and tok[2] == words[2] and tok[-1] == words[-1] and tok[1:4] == words[1:4]
+  assert tok != words[:-1] and tok != [*words[:-1], "y"]
+  with pytest.raises(IndexError): tok[6]
 
 def test_unknown_type_error_carries_the_id(tmp_path: pathlib.Path):
   with pytest.raises(GGUFUnknownTypeError) as e: open_bytes(tmp_path, good(infos=[tensor_info("a", (8,), 200, 0)]))

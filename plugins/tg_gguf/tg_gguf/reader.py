@@ -51,6 +51,28 @@ _STRUCTS = {t: struct.Struct(f) for t, (f, _) in SCALARS.items()}
 _U32, _U64 = struct.Struct("<I"), struct.Struct("<Q")
 _MIN_VALUE_BYTES = {**{t: s.size for t, s in _STRUCTS.items()}, GGUFValueType.STRING: 8, GGUFValueType.ARRAY: 12}
 
+class StringArray(Sequence[str]):
+  """A GGUF array of strings held as their UTF-8 bytes end to end and where each starts: a vocabulary of 100k tokens costs its
+  bytes, not a Python str object per token. Reads as a read-only sequence of str; equal to a list of the same strs."""
+  __slots__ = ("_blob", "_starts")
+  def __init__(self, blob: bytes, starts: np.ndarray):
+    self._blob, self._starts = blob, starts  # string i is blob[starts[i]:starts[i + 1]]
+  def __len__(self) -> int: return len(self._starts) - 1
+  def _at(self, i: int) -> str: return self._blob[int(self._starts[i]):int(self._starts[i + 1])].decode("utf-8")
+  def __getitem__(self, i: Any) -> Any:
+    if isinstance(i, slice): return [self._at(j) for j in range(*i.indices(len(self)))]
+    n = len(self)
+    if not -n <= i < n: raise IndexError(f"string array index {i} out of range (length {n})")
+    return self._at(i % n)
+  def __iter__(self) -> Any:
+    blob, starts = self._blob, self._starts.tolist()
+    return (blob[a:b].decode("utf-8") for a, b in zip(starts, starts[1:]))
+  def __eq__(self, other: object) -> bool:
+    if isinstance(other, StringArray): return self._blob == other._blob and np.array_equal(self._starts, other._starts)
+    return isinstance(other, (list, tuple)) and len(other) == len(self) and all(a == b for a, b in zip(self, other))
+  __hash__ = None  # type: ignore[assignment]
+  def __repr__(self) -> str: return f"StringArray({self[:3]}{'...' if len(self) > 3 else ''}, {len(self)} strings)"
+
 @dataclass(frozen=True)
 class GGUFTensorInfo:
   """One tensor of the file: `shape` in numpy order (GGUF stores the innermost dim first), data at byte `offset` of the whole file."""
@@ -164,21 +186,25 @@ class _Parser:
     self.pos += n
     return s
 
-  def strings(self, n: int, what: str) -> list[str]:
-    """n strings in a row (tokenizer vocabularies: hundreds of thousands), in one tight loop."""
-    buf, pos, end, unpack, out = self.buf, self.pos, len(self.buf), _U64.unpack_from, []
-    append = out.append
+  def strings(self, n: int, what: str) -> StringArray:
+    """n strings in a row (tokenizer vocabularies: hundreds of thousands), each checked in one tight loop and kept as their bytes."""
+    buf, pos, end, unpack = self.buf, self.pos, len(self.buf), _U64.unpack_from
+    blob, starts, i = bytearray(), np.zeros(n + 1, dtype=np.uint64), 0  # no Python int per string, even for a moment
     try:
-      for _ in range(n):
+      while i < n:
         if pos + 8 > end: break
         (k,) = unpack(buf, pos)
         if pos + 8 + k > end: break
-        append(str(buf[pos + 8:pos + 8 + k], "utf-8"))
+        s = buf[pos + 8:pos + 8 + k]
+        str(s, "utf-8")
+        blob += s
+        i += 1
+        starts[i] = len(blob)
         pos += 8 + k
-    except UnicodeDecodeError as e: raise GGUFFormatError(f"{self.name}: {what}[{len(out)}] at offset {pos + 8} is not valid UTF-8: {e}") from e
+    except UnicodeDecodeError as e: raise GGUFFormatError(f"{self.name}: {what}[{i}] at offset {pos + 8} is not valid UTF-8: {e}") from e
     self.pos = pos
-    if len(out) < n: out.extend(self.string(f"{what}[{i}]") for i in range(len(out), n))  # the slow path reports the truncation
-    return out
+    if i < n: self.string(f"{what}[{i}]")  # the slow path reports the truncation
+    return StringArray(bytes(blob), starts.astype(np.uint32) if len(blob) < 2**32 else starts)
 
   def value_type(self, what: str) -> GGUFValueType:
     at = self.pos
@@ -302,7 +328,7 @@ def _map(path: str) -> mmap.mmap | None:
 class GGUFFile:
   """One GGUF model: `path` is a .gguf file or a sequence of chunk files whose concatenation is one. Opening parses the header only.
 
-  `metadata` {key: value} (ints, floats, bools, strs, nested lists), `types` {key: GGUFValueType or (ARRAY, element type)},
+  `metadata` {key: value} (ints, floats, bools, strs, nested lists; arrays of strings as `StringArray`s), `types` {key: GGUFValueType or (ARRAY, element type)},
   `tensors` {name: GGUFTensorInfo}; `raw(name)` is the stored blocks, `tensor(name)` the lazily dequantized values."""
   def __init__(self, path: str | os.PathLike | Sequence[str | os.PathLike]):
     paths = [os.fspath(path)] if isinstance(path, (str, os.PathLike)) else [os.fspath(p) for p in path]

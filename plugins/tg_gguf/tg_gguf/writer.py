@@ -13,7 +13,7 @@ from tg_core import Tensor, dtypes
 
 from tg_gguf.errors import GGUFError
 from tg_gguf.ggml_types import BY_NAME
-from tg_gguf.reader import DEFAULT_ALIGNMENT, GGUF_MAGIC, SCALARS, GGUFValueType, format_for
+from tg_gguf.reader import DEFAULT_ALIGNMENT, GGUF_MAGIC, SCALARS, GGUFValueType, StringArray, format_for
 
 @dataclass(frozen=True)
 class GGUFValue:
@@ -43,6 +43,7 @@ def _infer(v: Any, key: str) -> Any:
     raise GGUFError(f"metadata {key!r}: int {v} doesn't fit in 64 bits")
   if isinstance(v, float): return GGUFValueType.FLOAT32
   if isinstance(v, str): return GGUFValueType.STRING
+  if isinstance(v, StringArray): return (GGUFValueType.ARRAY, GGUFValueType.STRING)  # a reader's array of strings
   if isinstance(v, np.ndarray):
     if v.ndim != 1 or v.dtype not in _NP_VALUE_TYPES: raise GGUFError(f"metadata {key!r}: a numpy array value must be 1-d of a GGUF scalar type")
     return (GGUFValueType.ARRAY, _NP_VALUE_TYPES[v.dtype])

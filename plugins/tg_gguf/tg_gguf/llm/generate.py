@@ -216,7 +216,7 @@ def _progress_bar(label: str) -> Callable[[int, int], None]:
   return show
 
 def load_llm(path_or_name: str, device: str | None = None, progress: bool = True, context_length: int | None = None,
-             tokenizer: Tokenizer | None = None) -> GGUFLLM:
+             tokenizer: Tokenizer | None = None, kv_dtype: Any = None) -> GGUFLLM:
   """A model file (or known package name) -> an api.LLM on `device` (default: Device.DEFAULT). `context_length` caps the KV cache
   (default min(the model's, 4096)); `tokenizer` replaces the one built from the file's metadata (tests use a reference one)."""
   src = resolve_model(path_or_name)
@@ -228,7 +228,8 @@ def load_llm(path_or_name: str, device: str | None = None, progress: bool = True
   dev = Device.canonicalize(device) if device is not None else Device.DEFAULT
   name = path_or_name if path_or_name in KNOWN_MODELS else pathlib.Path(path_or_name).stem
   weights = Weights(f, dev, _progress_bar(f"loading {name}") if progress else None)
-  model = Transformer(cfg, weights, ctx + PREFILL_CHUNK)  # room for a padded last chunk at the end of the context
+  # room for a padded last chunk at the end of the context
+  model = Transformer(cfg, weights, ctx + PREFILL_CHUNK, *([kv_dtype] if kv_dtype is not None else []))
   if tokenizer is None:
     from tg_gguf.llm.tokenizer import load_tokenizer
     tokenizer = load_tokenizer(f.metadata)

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from tg_core import Tensor, dtypes
+from tg_core.dtype import DType
 from tg_core.uop import Ops
 from tg_core.uop.ops import UOp
 
@@ -105,14 +106,19 @@ class Weights:
         # each member read with os.preadv (no file pages left resident), then joined: the members' copies live one group at a time
         reads = [f.read_raw(n, device) for _, n in groups[name]]
         members = groups[name]
-        fmt, rows = info.format, sum(f.tensors[n].shape[0] for _, n in members)
+        fmt, rows, cols = info.format, sum(f.tensors[n].shape[0] for _, n in members), info.shape[1]
         whole = self._interleave(reads[0].cat(*reads[1:]), rows)
         del reads
-        start = 0
+        fused = self._blocked(whole, fmt, rows, cols)
+        self.fused[members[0][1]] = (tuple(n for _, n in members), fused)
+        # each member's views are row ranges of the group's dequantize graph: one graph per group (~70 UOps a weight, ~0.5 KB each)
+        start, row = 0, 0
         for raw, n in members:
-          self._add(n, whole[start:start + raw.shape[0]])
-          start += raw.shape[0]
-        self.fused[members[0][1]] = (tuple(n for _, n in members), self._blocked(whole, fmt, rows, info.shape[1]))
+          self.packed[n] = whole[start:start + raw.shape[0]]
+          r = f.tensors[n].shape[0]
+          self.blocked[n] = fused[row:row + r]
+          self.tensors[n] = self.blocked[n].reshape(r, cols)
+          start, row = start + raw.shape[0], row + r
       elif name not in self.packed:
         raw = f.read_raw(name, device)
         self._add(name, self._interleave(raw, info.shape[0]) if len(info.shape) == 2 else raw)
@@ -200,8 +206,9 @@ def apply_rope(x: Tensor, cos: Tensor, sin: Tensor, interleaved: bool) -> Tensor
   return (x0 * cos - x1 * sin).cat(x0 * sin + x1 * cos, dim=-1)
 
 class Transformer:
-  """forward(tokens embedded, start_pos) -> logits of one position. `max_context` sizes the KV cache and the RoPE tables."""
-  def __init__(self, cfg: ModelConfig, weights: Weights, max_context: int):
+  """forward(tokens embedded, start_pos) -> logits of one position. `max_context` sizes the KV cache and the RoPE tables; `kv_dtype`
+  is the cache's storage (float16 as llama.cpp's default: half the memory; the attention computes in float32)."""
+  def __init__(self, cfg: ModelConfig, weights: Weights, max_context: int, kv_dtype: DType = dtypes.float16):
     if cfg.rope_dim != cfg.head_dim:
       raise LLMError(f"{cfg.arch}: partial RoPE (rope.dimension_count {cfg.rope_dim} < head dim {cfg.head_dim}) is not supported")
     self.cfg, self.w, self.max_context = cfg, weights, max_context
@@ -209,7 +216,8 @@ class Transformer:
     self.device = dev
     bases = sorted({cfg.layer_rope_base(i) for i in range(cfg.n_layers)})
     self.rope = {b: rope_tables(cfg, b, max_context, dev) for b in bases}
-    self.caches = [Tensor.zeros(2, cfg.n_kv_heads, max_context, cfg.head_dim, device=dev).contiguous().realize() for _ in range(cfg.n_layers)]
+    self.caches = [Tensor.zeros(2, cfg.n_kv_heads, max_context, cfg.head_dim, dtype=kv_dtype, device=dev).contiguous().realize()
+                   for _ in range(cfg.n_layers)]
     self.positions = Tensor.arange(max_context, device=dev).realize()
     self.output_name = "output.weight" if "output.weight" in weights else "token_embd.weight"  # tied embeddings
     self.embd = EmbeddingRows(weights.f, "token_embd.weight")
