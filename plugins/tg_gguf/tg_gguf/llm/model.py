@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from tg_core import Tensor, dtypes
+from tg_core.device import Device, LRUAllocator
 from tg_core.dtype import DType
 from tg_core.uop import Ops
 from tg_core.uop.ops import UOp
@@ -124,6 +125,8 @@ class Weights:
         self._add(name, self._interleave(raw, info.shape[0]) if len(info.shape) == 2 else raw)
         del raw
       if progress is not None: progress(i + 1, len(f.tensors))
+    # the reads the interleaving copied from were freed into the allocator's reuse cache: give that memory back
+    if isinstance(al := Device[device].allocator, LRUAllocator): al.free_cache()
 
   def _groups(self) -> dict[str, list[tuple[Tensor, str]]]:
     """The first tensor of each fusable group -> [(its raw blocks, name)] for the members that share its format and row length."""
