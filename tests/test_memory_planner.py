@@ -149,3 +149,18 @@ def test_jit_capture_frees_dead_intermediates():
       al = Device[xt.device].allocator
       assert al.cached_bytes == 0, f"{al.cached_bytes} bytes left in the allocator's cache after the capture"
     np.testing.assert_allclose(out.numpy(), mlp_ref(x), rtol=1e-4, atol=1e-4, err_msg=f"call {i}")
+
+def test_host_read_of_a_view_during_a_capture():
+  # reading a non-contiguous value to the host in a capture goes through a contiguous copy whose uop dies before the read
+  # ends: the capture must not free that copy's memory under the reader (silero-vad's If reads its condition this way)
+  seen: list[np.ndarray] = []
+  @TinyJit
+  def f(x: Tensor) -> Tensor:
+    y = (x + 1).realize()
+    seen.append(y.T.numpy())
+    return (y * 2).realize()
+  for i in range(3):
+    x = np.arange(12, dtype=np.float32).reshape(4, 3) + i
+    out = f(Tensor(x)).numpy()
+    np.testing.assert_allclose(out, (x + 1) * 2)
+  for i, v in enumerate(seen): np.testing.assert_allclose(v, (np.arange(12, dtype=np.float32).reshape(4, 3) + i + 1).T)
