@@ -259,8 +259,9 @@ PACK_CASES = [[Opt(OptOps.UPCAST, 1, 4), Opt(OptOps.PADTO, 0, 6), Opt(OptOps.UPC
               [Opt(OptOps.UPCAST, 1, 2), Opt(OptOps.PACK, 3)]]  # packed inside the row loop: re-copied per row, still right
 @pytest.mark.parametrize("opts", PACK_CASES, ids=str)
 def test_pack_matches_numpy(opts: list[Opt]):
+  # on CPU whatever DEV is: PACK needs a target that runs loops (test_pack_needs_a_loop_target)
   x, w = rnd(50, 96), rnd(96, 36)
-  np.testing.assert_allclose(run_with_opts(Tensor(x) @ Tensor(w), opts), x.astype(np.float64) @ w, rtol=1e-4, atol=1e-4)
+  np.testing.assert_allclose(run_with_opts(Tensor(x, device="CPU") @ Tensor(w, device="CPU"), opts), x.astype(np.float64) @ w, rtol=1e-4, atol=1e-4)
 
 def test_packed_matmul_heuristic_matches_numpy():
   # the heuristic's whole blocking (tiles, padded row tail, column-panel blocks, K blocks, PACK) for declared Zen 3 caches
@@ -270,10 +271,10 @@ def test_packed_matmul_heuristic_matches_numpy():
   from tg_core.uop.symbolic import symbolic
   from tg_core.uop.rewrite import graph_rewrite
   x, w = rnd(600, 640), rnd(640, 384)
-  items, _ = create_schedule(UOp.sink((Tensor(x) @ Tensor(w)).uop))
+  items, _ = create_schedule(UOp.sink((Tensor(x, device="CPU") @ Tensor(w, device="CPU")).uop))
   opts = hand_coded_optimizations(graph_rewrite(items[0].ast, symbolic), caps)
   assert opts[-4:] == [Opt(OptOps.SPLIT, 1, 4), Opt(OptOps.SWAP, 0, 2), Opt(OptOps.KBLOCK, 5, 64), Opt(OptOps.PACK, 5, 2)], opts
-  np.testing.assert_allclose(run_with_opts(Tensor(x) @ Tensor(w), opts), x.astype(np.float64) @ w, rtol=1e-4, atol=1e-3)
+  np.testing.assert_allclose(run_with_opts(Tensor(x, device="CPU") @ Tensor(w, device="CPU"), opts), x.astype(np.float64) @ w, rtol=1e-4, atol=1e-3)
 
 def test_pack_needs_a_loop_target():
   # the PYTHON reference reduces whole axes at once: a copy loop into a kernel-local panel has no form there
