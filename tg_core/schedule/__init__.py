@@ -8,13 +8,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from tg_core.helpers import DEBUG, SPEC, ContextVar
-
-ROW_REDUCE_FUSION = ContextVar("ROW_REDUCE_FUSION", 1)
 from tg_core.uop import GroupOp, Ops
 from tg_core.uop.ops import UOp
 from tg_core.uop.pattern import PatternMatcher, UPat
 from tg_core.uop.rewrite import graph_rewrite
 from tg_core.schedule.rangeify import build_kernel
+
+# 0: every reduction that is expanded or reduced again gets its own kernel (the rule before row-statistic fusion, for A/B runs)
+ROW_REDUCE_FUSION = ContextVar("ROW_REDUCE_FUSION", 1)
 
 @dataclass(frozen=True)
 class ScheduleItem:
