@@ -16,9 +16,11 @@ class HCQBuffer:
 class HCQCompiled(ABC):
   """A device driven through HCQ queues. `timeline_signal` counts the device's completed submissions: each submission signals
   `next_timeline()`, and `synchronize` waits for the last one. `compute_queue_t` is the queue type that dispatches kernels and
-  `allocator` allocates its memory (HCQGraph records on the one and puts its kernarg area in the other)."""
+  `allocator` allocates its memory (HCQGraph records on the one and puts its kernarg area in the other). `open` turns False when
+  the device is closed and its memory freed with it: what still holds an HCQBuffer of it must not free that buffer again."""
   timeline_signal: HCQSignal
   timeline_value: int = 0
+  open: bool = True
   compute_queue_t: type[HWQueue]
   allocator: HCQAllocator
 

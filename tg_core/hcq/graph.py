@@ -4,10 +4,13 @@ Built once: one host-visible kernarg area holds every kernel's segment (packed o
 recorded on the device's `compute_queue_t`. A replay rewrites only the segments whose buffer addresses, Variable values or launch
 dims changed (re-recording the dispatch when the dims did), then submits wait(timeline) + the recorded dispatches +
 signal(timeline) as ONE submission and waits for it: the kernarg area is never rewritten while a replay may still read it.
+The kernarg area goes back to the allocator when the graph is collected, unless a replay never finished (a fault or a timeout:
+the device may still read it, so it stays allocated) or the device was closed (which freed it already).
 
 The graph contract TinyJit reads (`Compiled.graph`, see docs/backend-authors.md): `supports(runner)`, `Graph(items)` and
 `graph(bufs_per_item, var_vals_per_item)`."""
 from __future__ import annotations
+import weakref
 from dataclasses import dataclass
 from typing import Any
 from tg_core.hcq.device import HCQBuffer, HCQCompiled
@@ -48,8 +51,14 @@ class HCQGraph:
     self.kernargs: HCQBuffer = self.dev.allocator.alloc(size, host_visible=True)
     if self.kernargs.cpu_view is None:
       raise HCQQueueError(f"{type(self.dev.allocator).__name__}.alloc(host_visible=True) gave no host mapping for the kernarg area")
+    self._pending = [False]  # a submission not yet waited for (shared with the finalizer, which must not hold self)
+    weakref.finalize(self, HCQGraph._free_kernargs, self.dev, self.kernargs, self._pending).atexit = False
     self.kernels = [_Kernel(r, p, off, (), []) for (r, _, _), p, off in zip(items, progs, offs)]
     for k, key, seg in zip(self.kernels, keys, segs): self._update(k, key, seg)
+
+  @staticmethod
+  def _free_kernargs(dev: HCQCompiled, kernargs: HCQBuffer, pending: list[bool]) -> None:
+    if dev.open and not pending[0]: dev.allocator.free(kernargs)
 
   @staticmethod
   def _key(runner: Any, bufs: list[Any], var_vals: dict[str, int]) -> tuple:
@@ -75,5 +84,7 @@ class HCQGraph:
     dev = self.dev
     q = dev.compute_queue_t().wait(dev.timeline_signal, dev.timeline_value)
     for k in self.kernels: q.packets.extend(k.packets)
+    self._pending[0] = True
     q.signal(dev.timeline_signal, dev.next_timeline()).submit(dev)
     dev.synchronize()
+    self._pending[0] = False

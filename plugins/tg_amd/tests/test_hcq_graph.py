@@ -110,3 +110,31 @@ def test_a_ring_that_stops_reading_fails_typed_instead_of_hanging(monkeypatch: p
   q = AMDComputeQueue()
   for _ in range(kfd.compute_queue.ring_size // 64 + 1): q.signal(kfd.timeline_signal, kfd.next_timeline())
   with pytest.raises(HCQQueueError, match=r"AQL queue full for 0.2s: 1 packets wait .*stopped reading"): q.submit(kfd)
+
+def test_a_collected_graph_gives_its_kernarg_area_back(monkeypatch: pytest.MonkeyPatch):
+  import gc
+  name, _, _ = _fresh(monkeypatch, "AMD:52")
+  allocator = Device[name].kfd.allocator  # type: ignore[attr-defined]
+  jf = TinyJit(_three_kernels)
+  for _ in range(3): jf(Tensor(rnd(4, 16), device=name), Tensor(rnd(4, 16), device=name))
+  assert jf.plan is not None and isinstance(jf.plan[0][0], HCQGraph)
+  va = jf.plan[0][0].kernargs.va
+  assert va in allocator.handles
+  del jf
+  gc.collect()
+  assert va not in allocator.handles
+
+def test_a_graph_whose_replay_faulted_keeps_its_kernarg_area(monkeypatch: pytest.MonkeyPatch):
+  import gc
+  name, mock, _ = _fresh(monkeypatch, "AMD:54")
+  allocator = Device[name].kfd.allocator  # type: ignore[attr-defined]
+  jf = TinyJit(_three_kernels)
+  x, y = rnd(4, 16), rnd(4, 16)
+  for _ in range(3): jf(Tensor(x, device=name), Tensor(y, device=name))
+  assert jf.plan is not None
+  va = jf.plan[0][0].kernargs.va
+  monkeypatch.setattr(mock, "_dispatch", lambda *a: (_ for _ in ()).throw(MockKFDError("injected dispatch fault")))
+  with pytest.raises(MockKFDError): jf(Tensor(x, device=name), Tensor(y, device=name))
+  del jf
+  gc.collect()
+  assert va in allocator.handles  # the device may still read it: a leak, not a use after free

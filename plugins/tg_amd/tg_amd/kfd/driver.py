@@ -93,6 +93,7 @@ class KFDDevice(HCQCompiled):
     for sig in self.signals: self.ioctl("AMDKFD_IOC_DESTROY_EVENT", event_id=sig.event_id)
     for va in [va for va in self.allocator.handles if va != self.event_page.va]: self.allocator.free(self.allocator.buffers[va])
     self.os.close(self.drm_fd)
+    self.open = False
 
   def ioctl(self, name: str, **fields: int) -> ctypes.Structure:
     req, st = uapi.IOCTLS[name]
