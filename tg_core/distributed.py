@@ -18,7 +18,7 @@ import numpy as np
 from tg_core.device import Device
 from tg_core.dtype import DType, _to_np_storage, dtypes
 from tg_core.helpers import ceildiv, prod
-from tg_core.tensor import Tensor, _is_flat_contiguous
+from tg_core.tensor import Tensor
 
 MPI_FIX = "pip install mpi4py (or tg-core[mpi]) over an MPI library: apt-get install openmpi-bin libopenmpi-dev"
 ReduceOp = Literal["sum", "mean", "max"]
@@ -93,15 +93,11 @@ def _agree(w: World, kind: str, t: Tensor, free_axis: int | None = None, **args:
 def _check_count(kind: str, n: int, unit: str) -> None:
   if n > MAX_COUNT: raise ValueError(f"{kind}: {n} {unit} is more than one MPI message holds ({MAX_COUNT}); split the tensor and call it per piece")
 
-def _realized(t: Tensor) -> Tensor:
-  """`t` itself when it is a realized flat buffer, else a realized contiguous copy. The caller keeps it alive while MPI reads
-  its memory: a freed buffer goes back to the allocator's cache, and the collective's result could land in the same memory."""
-  return t if t.is_realized() and _is_flat_contiguous(t.uop) else t.contiguous().realize()
-
 def _host_bytes(src: Tensor) -> memoryview:
-  """A realized flat tensor's bytes: a view of its device memory where the device gives one (after a sync), else a host copy."""
-  from tg_core.engine.realize import buffer_of
-  buf = buffer_of(src.uop.base)
+  """A flat realized tensor's bytes (`Tensor._flat_realized`: the caller keeps it alive while MPI reads its memory, else a freed
+  buffer goes back to the allocator's cache and the collective's result could land in the same memory): a view of its device
+  memory where the device gives one (after a sync), else a host copy."""
+  buf = src._buffer()
   if buf.allocator.supports_as_buffer: Device[buf.device].synchronize()
   return buf.as_buffer(allow_zero_copy=True)
 
@@ -138,7 +134,7 @@ def allreduce(t: Tensor, op: ReduceOp = "sum") -> Tensor:
   mpi_op = w.mpi.MAX if op == "max" else w.mpi.SUM
   if n == 0: total = Tensor.empty(*t.shape, dtype=t.dtype, device=device)
   else:
-    src = _realized(t)  # a local: alive until the collective is done
+    src = t._flat_realized()  # a local: alive until the collective is done
     send = np.frombuffer(_host_bytes(src), dtype=npdt)
     total = _received(shapes[0], t.dtype, device, lambda mv: w.comm.Allreduce(send, np.frombuffer(mv, dtype=npdt), op=mpi_op))
   return total / w.size if op == "mean" else total
@@ -158,7 +154,7 @@ def allgather(t: Tensor, axis: int = 0) -> Tensor:
   out_shape = (sum(s[ax] for s in shapes), *moved.shape[1:])
   if sum(counts) == 0: out = Tensor.empty(*out_shape, dtype=t.dtype, device=device)
   else:
-    src = _realized(moved)  # a local: alive until the collective is done
+    src = moved._flat_realized()  # a local: alive until the collective is done
     send = _host_bytes(src) if counts[w.rank] else memoryview(bytearray(0))
     displs = list(itertools.accumulate(counts, initial=0))[:-1]
     out = _received(out_shape, t.dtype, device, lambda mv: w.comm.Allgatherv([send, w.mpi.BYTE], [mv, (counts, displs), w.mpi.BYTE]))
@@ -172,7 +168,7 @@ def broadcast(t: Tensor, root: int = 0) -> Tensor:
   if not (isinstance(root, int) and 0 <= root < w.size): raise ValueError(f"broadcast: root {root!r} is not a rank of this {w.size}-rank job")
   _check_count("broadcast", nbytes := prod(shapes[0]) * t.dtype.itemsize, "bytes")
   if w.rank == root:
-    src = _realized(t)  # what root sent is what it keeps (a lazy random tensor is drawn once)
+    src = t._flat_realized()  # what root sent is what it keeps (a lazy random tensor is drawn once)
     if nbytes: w.comm.Bcast([_host_bytes(src), w.mpi.BYTE], root=root)
     return src
   if nbytes == 0: return Tensor.empty(*t.shape, dtype=t.dtype, device=device)
