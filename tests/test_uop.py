@@ -303,6 +303,25 @@ def test_pattern_matcher_add_and_decline():
   ctx_pm = PatternMatcher([(UPat(Ops.BUFFER, name="b"), lambda ctx, b: ctx[b])])
   assert ctx_pm.rewrite(a, {a: a + 1}) is a + 1
 
+def test_pattern_matcher_ctx_through_wrappers_and_partials():
+  # whether a rule gets ctx is read through functools.wraps wrappers and partials (as inspect.signature would answer)
+  import functools
+  a = UOp.variable("a", 0, 10)
+  def wrap(f):
+    @functools.wraps(f)
+    def w(**kw): return f(**kw)
+    return w
+  def with_ctx(ctx, x, add): return x + ctx + add
+  def without(x, add): return x + add
+  pm = PatternMatcher([(UPat(Ops.BUFFER, name="x"), wrap(lambda ctx, x: x + ctx))])
+  assert pm.rewrite(a, 3) is a + 3
+  pm = PatternMatcher([(UPat(Ops.BUFFER, name="x"), functools.partial(with_ctx, add=2))])
+  assert pm.rewrite(a, 3) is a + 3 + 2
+  pm = PatternMatcher([(UPat(Ops.BUFFER, name="x"), functools.partial(without, add=2))])
+  assert pm.rewrite(a, 3) is a + 2  # no ctx argument: not passed
+  pm = PatternMatcher([(UPat(Ops.BUFFER, name="x"), wrap(functools.partial(without, add=5)))])
+  assert pm.rewrite(a, 3) is a + 5
+
 # *** graph_rewrite ***
 
 # graphs are built with UOp(...) directly: the sugar (x + 1) also derives shapes and broadcasts, which is not under test here

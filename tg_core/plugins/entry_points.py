@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib
 import os
 import re
+import stat
 import sys
 from dataclasses import dataclass
 from typing import Any
@@ -62,15 +63,22 @@ def _meta_dirs() -> list[tuple[str, str]] | None:
   ret = []
   for p in sys.path:
     p = p or "."
-    if not os.path.isdir(p):
-      if os.path.isfile(p): return None
-      continue
-    try: names = sorted(os.listdir(p))
+    try: st = os.stat(p)
     except OSError: continue
-    for n in names:
-      if n.endswith(".dist-info") or n.endswith(".egg-info"):
-        ret.append((normalize(n.rsplit(".", 1)[0].split("-", 1)[0]), os.path.join(p, n)))
+    if not stat.S_ISDIR(st.st_mode):
+      if stat.S_ISREG(st.st_mode): return None
+      continue
+    if (hit := _listings.get(p)) is None or hit[0] != st.st_mtime_ns:
+      try: names = sorted(os.listdir(p))
+      except OSError: continue
+      hit = _listings[p] = (st.st_mtime_ns, [(normalize(n.rsplit(".", 1)[0].split("-", 1)[0]), os.path.join(p, n))
+                                             for n in names if n.endswith(".dist-info") or n.endswith(".egg-info")])
+    ret.extend(hit[1])
   return ret
+
+# path entry -> (its mtime, its metadata folders): discovery reads the path twice (entry points, tg-core's version), and a
+# folder's mtime changes when a distribution is installed into or removed from it
+_listings: dict[str, tuple[int, list[tuple[str, str]]]] = {}
 
 def entry_points(group: str) -> list[EntryPoint]:
   """Every installed entry point of `group`, sorted by name."""

@@ -1,5 +1,6 @@
 """`UPat` patterns over UOps and the `PatternMatcher` that applies a table of `UPat -> function` rules."""
 from __future__ import annotations
+import functools
 import inspect
 import itertools
 import time
@@ -132,6 +133,10 @@ def _wants_ctx(fxn: Callable) -> bool:
   ~50 us per rule, and some passes build their matchers per call."""
   if (code := getattr(fxn, "__code__", None)) is not None and not hasattr(fxn, "__wrapped__"):  # signature() follows __wrapped__
     return "ctx" in code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]
+  # a wrapper (functools.wraps, e.g. symbolic's scalar_only): signature() answers for the function it wraps, so do we
+  if (inner := getattr(fxn, "__wrapped__", None)) is not None and not hasattr(fxn, "__signature__"): return _wants_ctx(inner)
+  # a partial of a plain function (apply.py's per-opt rules): its function's answer, unless the partial binds ctx itself
+  if isinstance(fxn, functools.partial) and not fxn.args and "ctx" not in fxn.keywords: return _wants_ctx(fxn.func)
   return "ctx" in inspect.signature(fxn).parameters
 
 class _Rule:

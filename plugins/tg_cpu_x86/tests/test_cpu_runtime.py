@@ -230,6 +230,37 @@ def test_disk_cache_hit(tmp_path: pytest.TempPathFactory) -> None:
   assert "COMPILES 0" in second, second
   assert (tmp_path / "cache.db").exists()
 
+def test_cache_hits_never_load_llvm(tmp_path: pytest.TempPathFactory) -> None:
+  # a process whose kernels all come from the disk cache gets its host facts from there too: llvmlite.binding (~55 ms) never loads
+  code = """
+  import sys
+  import numpy as np
+  from tg_core import Tensor
+  a = (np.arange(64 * 48, dtype=np.float32).reshape(64, 48) % 7) / 10
+  b = (np.arange(48 * 40, dtype=np.float32).reshape(48, 40) % 5) / 10
+  np.testing.assert_allclose((Tensor(a, device="CPU") @ Tensor(b, device="CPU")).exp2().numpy(), np.exp2(a.astype(np.float64) @ b), rtol=1e-5)
+  print("LLVM", "llvmlite.binding" in sys.modules)
+  """
+  env = {"TG_CACHE_DIR": str(tmp_path), "CACHELEVEL": "2", "TRANSCENDENTAL": "0"}  # exp2 from libm: the loader resolves it without LLVM
+  assert "LLVM True" in _run(code, env)
+  assert "LLVM False" in _run(code, env)
+
+def test_host_facts_cached_match_llvm(tmp_path: pytest.TempPathFactory) -> None:
+  # what the disk cache hands back (second process) is what LLVM's host detection says; TG_CPU_ARCH is part of the key
+  code = """
+  import llvmlite.binding as llvm
+  from tg_cpu_x86.compiler import host_facts, _host_key
+  llvm.initialize_native_target()
+  want = llvm.get_process_triple(), llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten(), ".".join(map(str, llvm.llvm_version_info))
+  assert host_facts() == want, (host_facts(), want)
+  print("KEY", _host_key())
+  """
+  env = {"TG_CACHE_DIR": str(tmp_path), "CACHELEVEL": "2"}
+  keys = [next(ln for ln in _run(code, env).splitlines() if ln.startswith("KEY")) for _ in range(2)]
+  assert keys[0] == keys[1]
+  arch = _run("from tg_cpu_x86.compiler import host_facts, _host_key\nprint(host_facts()[1], _host_key())", {**env, "TG_CPU_ARCH": "x86-64-v2"})
+  assert arch.startswith("x86-64-v2 ") and f"KEY {arch.split(' ', 1)[1].strip()}" != keys[0]
+
 def test_cachekey_names_the_target() -> None:
   from tg_cpu_x86.compiler import host_target
   from tg_cpu_x86.device import _compiler

@@ -2,44 +2,82 @@
 
 The target machine is the host: its CPU name and features (AVX2/AVX-512 where present) come from LLVM's host detection.
 `cachekey` names the LLVM version, triple, CPU, features and optimization level, so the on-disk cache of
-`Compiler.compile_cached` never hands an object built for another machine or another LLVM."""
+`Compiler.compile_cached` never hands an object built for another machine or another LLVM.
+
+`llvmlite.binding` takes ~55 ms to import (most of a cold first kernel's budget) and is imported only when something is
+compiled: the host facts the device's caps and the cache key need are kept in the disk cache (`host_target`), so a
+process whose kernels all come from the compile cache never loads LLVM."""
 from __future__ import annotations
 import functools
 import hashlib
+import os
 import threading
+from types import ModuleType
 from typing import Any
 
-import llvmlite
-import llvmlite.binding as llvm
+import llvmlite  # the version only: llvmlite/__init__.py imports nothing else
 
-from tg_core.device import Compiler
+from tg_core.device import Compiler, diskcache_get, diskcache_put
 from tg_core.helpers import getenv
 from tg_cpu_x86.abi import kernel_work
 
 _lock = threading.Lock()
 
 @functools.cache
-def _init_llvm() -> None:
+def llvm() -> ModuleType:
+  """llvmlite.binding, with the native target and asm printer initialized (imported on first use)."""
+  import llvmlite.binding as binding
   # llvmlite >= 0.44 initializes the core itself (llvm.initialize() raises there)
-  llvm.initialize_native_target()
-  llvm.initialize_native_asmprinter()
+  binding.initialize_native_target()
+  binding.initialize_native_asmprinter()
+  return binding
+
+# the disk cache table of LLVM's host detection, keyed by what it depends on (`_host_key`)
+HOST_TABLE = "tg_cpu_x86_host_v1"
+CPU_FIELDS = ("vendor_id", "cpu family", "model", "model name", "stepping", "microcode", "flags")
+
+def _host_key() -> tuple[str, ...]:
+  """What LLVM's host detection depends on: the CPU (cpu0's block of /proc/cpuinfo: vendor, family, model, flags), the
+  LLVM build (llvmlite's version and its shared library's size and mtime) and TG_CPU_ARCH. Without /proc/cpuinfo (not
+  Linux) the key can't tell CPUs apart: ("",) and nothing is cached."""
+  fields: list[str] = []
+  try:
+    with open("/proc/cpuinfo") as f:
+      for line in f:  # cpu0's block, up to the first blank line; not the fields that change while it runs (cpu MHz)
+        if not line.strip(): break
+        if line.split(":", 1)[0].strip() in CPU_FIELDS: fields.append(line.strip())
+  except OSError: return ("",)
+  if not fields: return ("",)
+  cpu = "\n".join(fields)
+  lib = os.path.join(os.path.dirname(llvmlite.__file__), "binding")
+  try: st = next(os.stat(os.path.join(lib, n)) for n in sorted(os.listdir(lib)) if n.startswith("libllvmlite"))
+  except (OSError, StopIteration): return ("",)
+  return (hashlib.sha256(cpu.encode()).hexdigest()[:32], llvmlite.__version__, f"{st.st_size}-{st.st_mtime_ns}", getenv("TG_CPU_ARCH", ""))
 
 @functools.cache
+def host_facts() -> tuple[str, str, str, str]:
+  """(triple, cpu name, feature string, LLVM version) of this machine, from the disk cache or LLVM's host detection."""
+  key = _host_key()
+  if key != ("",) and isinstance(hit := diskcache_get(HOST_TABLE, key), tuple) and len(hit) == 4: return hit
+  binding = llvm()
+  triple = binding.get_process_triple()
+  if arch := getenv("TG_CPU_ARCH", ""): cpu, features = arch, ""  # an explicit CPU (e.g. x86-64-v3): its own features only
+  else:
+    cpu = binding.get_host_cpu_name()
+    try: features = binding.get_host_cpu_features().flatten()
+    except RuntimeError: features = ""  # some hosts (VMs) report no features: the CPU name alone decides
+  ret = (triple, cpu, features, ".".join(map(str, binding.llvm_version_info)))
+  return diskcache_put(HOST_TABLE, key, ret) if key != ("",) else ret
+
 def host_target() -> tuple[str, str, str]:
   """(triple, cpu name, feature string) of this machine."""
-  _init_llvm()
-  triple = llvm.get_process_triple()
-  if arch := getenv("TG_CPU_ARCH", ""): return triple, arch, ""  # an explicit CPU (e.g. x86-64-v3): its own features only
-  cpu = llvm.get_host_cpu_name()
-  try: features = llvm.get_host_cpu_features().flatten()
-  except RuntimeError: features = ""  # some hosts (VMs) report no features: the CPU name alone decides
-  return triple, cpu, features
+  return host_facts()[:3]
 
 def create_target_machine(opt: int = 3) -> Any:
   triple, cpu, features = host_target()
   # pic: the object is loaded at an arbitrary address by the JIT's linker
-  return llvm.Target.from_triple(triple).create_target_machine(cpu=cpu, features=features, opt=opt, reloc="pic", codemodel="default",
-                                                               jit=False)
+  return llvm().Target.from_triple(triple).create_target_machine(cpu=cpu, features=features, opt=opt, reloc="pic", codemodel="default",
+                                                                 jit=False)
 
 # a kernel with fewer ops than this (the renderer's estimate in the IR header) gets no optimization passes, only the
 # inliner and the backend at O`opt`: it runs in microseconds, and the O3 pipeline was two thirds of its compile time
@@ -55,27 +93,31 @@ class LLVMCompiler(Compiler):
   optimization passes. The level is a function of the source, so the compile cache's keys stay valid."""
   def __init__(self, opt: int | None = None):
     self.opt = int(getenv("TG_CPU_OPT", 3)) if opt is None else opt
-    triple, cpu, features = host_target()
-    self.tm = create_target_machine(self.opt)
+    triple, cpu, features, llvm_ver = host_facts()
     fh = hashlib.sha256(features.encode()).hexdigest()[:16]
-    llvm_ver = ".".join(map(str, llvm.llvm_version_info))
     super().__init__(cachekey=f"tg_cpu_x86-llvm{llvm_ver}-llvmlite{llvmlite.__version__}-{triple}-{cpu}-{fh}-O{self.opt}")
+
+  @functools.cached_property
+  def tm(self) -> Any:
+    """The host target machine, made on the first compile (it needs llvmlite.binding)."""
+    return create_target_machine(self.opt)
 
   def optimize(self, src: str) -> Any:
     """The parsed, verified and optimized module."""
-    mod = llvm.parse_assembly(src)
+    binding = llvm()
+    mod = binding.parse_assembly(src)
     mod.verify()
     triple, _, _ = host_target()
     mod.triple, mod.data_layout = triple, str(self.tm.target_data)
     if pass_level(src, self.opt) > 0:
-      pto = llvm.create_pipeline_tuning_options(speed_level=self.opt)
+      pto = binding.create_pipeline_tuning_options(speed_level=self.opt)
       pto.loop_vectorization = pto.slp_vectorization = pto.loop_unrolling = pto.loop_interleaving = True
-      pb = llvm.create_pass_builder(self.tm, pto)
+      pb = binding.create_pass_builder(self.tm, pto)
       pb.getModulePassManager().run(mod, pb)
     else:
-      pto = llvm.create_pipeline_tuning_options(speed_level=0)
-      pb = llvm.create_pass_builder(self.tm, pto)
-      mpm = llvm.create_new_module_pass_manager()
+      pto = binding.create_pipeline_tuning_options(speed_level=0)
+      pb = binding.create_pass_builder(self.tm, pto)
+      mpm = binding.create_new_module_pass_manager()
       mpm.add_always_inliner_pass()
       mpm.run(mod, pb)
     return mod

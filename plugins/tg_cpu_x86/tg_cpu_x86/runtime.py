@@ -1,4 +1,5 @@
-"""Loads compiled objects (`tg_cpu_x86.elf`, with llvmlite's MCJIT for what it doesn't handle) and runs kernels on host threads.
+"""Loads compiled objects (`tg_cpu_x86.elf`, C library symbols through ctypes; llvmlite's MCJIT for what it doesn't handle) and runs
+kernels on host threads.
 
 Each program is its own loaded image (kernel names repeat across programs). Calls go through ctypes, which
 releases the GIL for the foreign call, so the chunks of a split kernel (see `tg_cpu_x86.abi`) run in parallel on a
@@ -17,11 +18,9 @@ import threading
 import time
 from typing import Any, Callable
 
-import llvmlite.binding as llvm
-
 from tg_core.helpers import NUM_CPU_THREADS
 from tg_cpu_x86.abi import symbol_name, work_symbol
-from tg_cpu_x86.compiler import _init_llvm, create_target_machine
+from tg_cpu_x86.compiler import create_target_machine, llvm
 from tg_cpu_x86.elf import ELFLoadError, LoadedObject
 
 # single-thread runs timed (per Variable values) before the split is decided; the first is cold (page faults, caches)
@@ -29,29 +28,41 @@ TIMED_RUNS = 2
 
 KERNEL_FN = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int32, ctypes.c_int32)
 
+# the C library functions LLVM may call: memset/memcpy from idiom recognition, libm for TRANSCENDENTAL=0
+C_SYMBOLS = ("memset", "memcpy", "memmove", "memcmp", "exp2f", "exp2", "log2f", "log2", "sinf", "sin", "powf", "pow", "sqrtf", "sqrt",
+             "truncf", "trunc", "fmaf", "fma", "expf", "exp", "logf", "log", "__bzero", "bzero")
+
+@functools.cache
+def _c_libs() -> list[ctypes.CDLL]:
+  """The process's own symbols (Python links libc and libm), then libc and libm by name (find_library runs ldconfig and
+  imports subprocess, ~5 ms: only asked for when a symbol isn't in the process)."""
+  return [ctypes.CDLL(None)]
+
+@functools.cache
+def _named_c_libs() -> list[ctypes.CDLL]:
+  from ctypes.util import find_library
+  ret = []
+  for name in ("c", "m"):
+    if (path := find_library(name)) is not None:
+      try: ret.append(ctypes.CDLL(path))
+      except OSError: pass
+  return ret
+
+@functools.cache
+def c_symbol(name: str) -> int:
+  """The address of a C library function for the object loader (0: not found), without LLVM."""
+  for libs in (_c_libs, _named_c_libs):
+    for lib in libs():
+      try: addr = ctypes.cast(getattr(lib, name), ctypes.c_void_p).value
+      except AttributeError: continue
+      if addr: return addr
+  return 0
+
 @functools.cache
 def _init_symbols() -> None:
-  """Make the C library functions LLVM may call (memset/memcpy from idiom recognition, libm for TRANSCENDENTAL=0)
-  resolvable by the JIT's linker, whether or not the process exports them."""
-  _init_llvm()
-  syms = ("memset", "memcpy", "memmove", "memcmp", "exp2f", "exp2", "log2f", "log2", "sinf", "sin", "powf", "pow", "sqrtf", "sqrt",
-          "truncf", "trunc", "fmaf", "fma", "expf", "exp", "logf", "log", "__bzero", "bzero")
-  def libs():  # the process's own symbols first (Python links libc and libm); find_library runs ldconfig, so only if needed
-    yield ctypes.CDLL(None)
-    from ctypes.util import find_library  # imports subprocess: ~5 ms of a cold start
-    for name in ("c", "m"):
-      if (path := find_library(name)) is not None:
-        try: yield ctypes.CDLL(path)
-        except OSError: pass
-  missing = [s for s in syms if not llvm.address_of_symbol(s)]
-  for lib in libs():
-    for sym in list(missing):
-      try: addr = ctypes.cast(getattr(lib, sym), ctypes.c_void_p).value
-      except AttributeError: continue
-      if addr:
-        llvm.add_symbol(sym, addr)
-        missing.remove(sym)
-    if not missing: break
+  """Make C_SYMBOLS resolvable by LLVM's own linker (the MCJIT fallback), whether or not the process exports them."""
+  for sym in C_SYMBOLS:
+    if not llvm().address_of_symbol(sym) and (addr := c_symbol(sym)): llvm().add_symbol(sym, addr)
 
 def _noop(*args: Any) -> None: pass
 
@@ -115,14 +126,15 @@ def max_threads() -> int:
 class CPUProgram:
   """A kernel loaded from an object file. `__call__(*bufs, vals=...)` runs it (synchronously)."""
   def __init__(self, device: str, name: str, lib: bytes, **kwargs: Any):
-    _init_symbols()
     self.device, self.name, self.lib = device, name, lib
     try:
-      self._image: Any = LoadedObject(lib, llvm.address_of_symbol)
+      self._image: Any = LoadedObject(lib, c_symbol)
       addr, waddr = self._image.symbols.get(symbol_name(name), 0), self._image.symbols.get(work_symbol(name), 0)
     except ELFLoadError:  # something the small loader doesn't handle: LLVM's own linker does
-      self._image = engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), create_target_machine())
-      engine.add_object_file(llvm.ObjectFileRef.from_data(lib))
+      _init_symbols()
+      binding = llvm()
+      self._image = engine = binding.create_mcjit_compiler(binding.parse_assembly(""), create_target_machine())
+      engine.add_object_file(binding.ObjectFileRef.from_data(lib))
       engine.finalize_object()
       addr, waddr = engine.get_function_address(symbol_name(name)), engine.get_global_value_address(work_symbol(name))
     if not addr: raise RuntimeError(f"kernel {name}: symbol {symbol_name(name)} not found in the compiled object")
