@@ -261,7 +261,7 @@ class OnnxRunner:
       if debug: print(f"{i:4d} {node.op_type:20s} {[getattr(o, 'shape', o) for o in outs]}")
       for name, out in zip(node.output, outs):
         if not name: continue
-        if isinstance(out, Tensor) and readers.get(name, 0) > 1 and _recomputes_reduce(out): out = out.contiguous()
+        if isinstance(out, Tensor) and readers.get(name, 0) > 1 and _recomputes_reduce(out): out = _realized_in_source_layout(out)
         env[name] = out
         if isinstance(out, Tensor) and name not in host and self._foldable(node, out, host): host[name] = out.realize().numpy()
     missing = [o.name for o in graph.output if o.name not in env]
@@ -420,6 +420,15 @@ def _recomputes_reduce(t: Tensor) -> bool:
   up to 7 convs fused each, 1.75 s -> 0.3 s)."""
   if t.is_realized(): return False
   return any(u.op is Ops.REDUCE_AXIS for u in t.uop.toposort(gate=lambda u: u.op not in (Ops.CONTIGUOUS, Ops.BUFFER)))
+
+def _realized_in_source_layout(t: Tensor) -> Tensor:
+  """`t` made contiguous in the layout its computation produced it in: a transposed view (tf2onnx's NCHW <-> NHWC Transposes around
+  each Conv) is realized untransposed and read back through the permute. Its stores then run along the axis the computation's
+  innermost loop has (the channels of a conv computed channels-last), not along the view's."""
+  if t.uop.op is Ops.PERMUTE:
+    order = t.uop.arg
+    return Tensor(t.uop.src[0], device=t.device).contiguous().permute(order)
+  return t.contiguous()
 
 def _is_host_sized(t: Tensor) -> bool:
   return all(isinstance(s, int) for s in t.shape) and int(np.prod(t.shape)) <= HOST_MAX_ELEMS and t.dtype not in (dtypes.bfloat16, dtypes.fp8e4m3,
