@@ -19,6 +19,7 @@ from tg_core.dtype import DType
 from tg_core.engine.realize import buffer_of
 from tg_core.uop import Ops
 from tg_onnx.errors import OnnxError, OnnxInputError, OnnxLoadError, OnnxNodeError, OnnxOpsetError, OnnxUnsupportedOpError
+from tg_onnx.simplify import conv_params_as_initializers, simplify_conv_graph
 
 Value = Tensor | list | None
 HOST_MAX_ELEMS = 1024     # a value this small whose inputs are all host constants is folded on the host
@@ -117,7 +118,7 @@ class OnnxRunner:
     except Exception as e: raise OnnxLoadError(f"cannot load the model: {type(e).__name__}: {e}") from e
 
   def _load(self, model: ModelProto | str | os.PathLike | bytes, device: str | None, jit: bool) -> None:
-    self.model = fold_batchnorm(load_model(model))
+    self.model = simplify_conv_graph(fold_batchnorm(conv_params_as_initializers(load_model(model))))
     self.device = Device.canonicalize(device) if device is not None else Device.DEFAULT
     self.jit = jit
     self.opsets: dict[str, int] = {}
