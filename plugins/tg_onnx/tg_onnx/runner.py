@@ -19,6 +19,7 @@ from tg_core.dtype import DType
 from tg_core.engine.realize import buffer_of
 from tg_core.uop import Ops
 from tg_onnx.errors import OnnxError, OnnxInputError, OnnxLoadError, OnnxNodeError, OnnxOpsetError, OnnxUnsupportedOpError
+from tg_onnx.simplify import conv_params_as_initializers, simplify_conv_graph
 
 Value = Tensor | list | None
 HOST_MAX_ELEMS = 1024     # a value this small whose inputs are all host constants is folded on the host
@@ -117,7 +118,9 @@ class OnnxRunner:
     except Exception as e: raise OnnxLoadError(f"cannot load the model: {type(e).__name__}: {e}") from e
 
   def _load(self, model: ModelProto | str | os.PathLike | bytes, device: str | None, jit: bool) -> None:
-    self.model = fold_batchnorm(load_model(model))
+    loaded = load_model(model)
+    given_as_nodes = {n.output[0] for n in loaded.graph.node if n.op_type == "Constant" and n.output}
+    self.model = simplify_conv_graph(fold_batchnorm(conv_params_as_initializers(loaded)))
     self.device = Device.canonicalize(device) if device is not None else Device.DEFAULT
     self.jit = jit
     self.opsets: dict[str, int] = {}
@@ -136,7 +139,11 @@ class OnnxRunner:
         self.initializers[si.values.name] = to_tensor(_sparse_to_dense(si), self.device)
     except OnnxError: raise
     except Exception as e: raise OnnxLoadError(f"cannot read the initializers of the model: {type(e).__name__}: {e}") from e
-    for name in _conv_weights(graph, self.initializers): self.initializers[name] = _channels_last_weight(self.initializers[name])
+    # (weights the model gave as Constant nodes keep their layout: PaddlePaddle's channels-first convs over 24 or 48 columns take the
+    # generic tile, a vector of columns times a few channels, which reads (cout, cin) weights as a few sequential streams; stored
+    # channels-last, one Zen 3 core: 480x6x24 -> 480 1x1 conv 1.0 -> 1.38 ms)
+    for name in _conv_weights(graph, self.initializers):
+      if name.split("__")[0] not in given_as_nodes: self.initializers[name] = _channels_last_weight(self.initializers[name])
     self.host_initializers = {k: v.numpy() for k, v in self.initializers.items() if isinstance(v, Tensor) and _is_host_sized(v)}
     self.inputs: dict[str, TypeProto] = {i.name: i.type for i in graph.input if i.name not in self.initializers}
     self.optional_inputs = {i.name for i in graph.input if i.name in self.initializers}  # initializers double as input defaults
@@ -261,7 +268,7 @@ class OnnxRunner:
       if debug: print(f"{i:4d} {node.op_type:20s} {[getattr(o, 'shape', o) for o in outs]}")
       for name, out in zip(node.output, outs):
         if not name: continue
-        if isinstance(out, Tensor) and readers.get(name, 0) > 1 and _recomputes_reduce(out): out = out.contiguous()
+        if isinstance(out, Tensor) and readers.get(name, 0) > 1 and _recomputes_reduce(out): out = _realized_in_source_layout(out)
         env[name] = out
         if isinstance(out, Tensor) and name not in host and self._foldable(node, out, host): host[name] = out.realize().numpy()
     missing = [o.name for o in graph.output if o.name not in env]
@@ -420,6 +427,15 @@ def _recomputes_reduce(t: Tensor) -> bool:
   up to 7 convs fused each, 1.75 s -> 0.3 s)."""
   if t.is_realized(): return False
   return any(u.op is Ops.REDUCE_AXIS for u in t.uop.toposort(gate=lambda u: u.op not in (Ops.CONTIGUOUS, Ops.BUFFER)))
+
+def _realized_in_source_layout(t: Tensor) -> Tensor:
+  """`t` made contiguous in the layout its computation produced it in: a transposed view (tf2onnx's NCHW <-> NHWC Transposes around
+  each Conv) is realized untransposed and read back through the permute. Its stores then run along the axis the computation's
+  innermost loop has (the channels of a conv computed channels-last), not along the view's."""
+  if t.uop.op is Ops.PERMUTE:
+    order = t.uop.arg
+    return Tensor(t.uop.src[0], device=t.device).contiguous().permute(order)
+  return t.contiguous()
 
 def _is_host_sized(t: Tensor) -> bool:
   return all(isinstance(s, int) for s in t.shape) and int(np.prod(t.shape)) <= HOST_MAX_ELEMS and t.dtype not in (dtypes.bfloat16, dtypes.fp8e4m3,
