@@ -230,25 +230,25 @@ def test_big_matmul_heuristic_pads_tails_and_blocks_k_from_the_declared_l1():
   from tg_core.renderer import RendererCaps
   from tg_core.uop.symbolic import symbolic
   from tg_core.uop.rewrite import graph_rewrite
-  def opts(m: int, k: int, n: int, l1: int, l3: int | None = None, l2: int = 512 << 10) -> list[Opt]:
+  def opts(m: int, k: int, n: int, l1: int, l3: int | None = None) -> list[Opt]:
     items, _ = create_schedule(UOp.sink((Tensor.empty(m, k, device="NULL") @ Tensor.empty(k, n, device="NULL")).uop))
-    caps = RendererCaps(vector_upcast=True, vector_width=8, big_reduce_tile=(16, 6), cache_sizes=(l1, l2, *((l3,) if l3 else ())))
+    caps = RendererCaps(vector_upcast=True, vector_width=8, big_reduce_tile=(16, 6), cache_sizes=(l1, 512 << 10, *((l3,) if l3 else ())))
     return hand_coded_optimizations(graph_rewrite(items[0].ast, symbolic), caps)
-  # 4 MB of outputs fit twice a 2 MB L2: 1024 rows in tiles of 6 padded to 1026; K blocked so 256 rows of B's 16 columns
-  # (64 bytes) fill half the L1, packed
-  o = opts(1024, 1024, 1024, 32 << 10, l2=2 << 20)
+  o = opts(1024, 1024, 1024, 32 << 10)
+  # 1024 rows in tiles of 6: padded to 1026; K blocked so 256 rows of B's 16 columns (64 bytes) fill half the L1, packed
   assert Opt(OptOps.PADTO, 0, 6) in o and o[-3:] == [Opt(OptOps.SWAP, 0, 1), Opt(OptOps.KBLOCK, 4, 256), Opt(OptOps.PACK, 4)], o
-  assert Opt(OptOps.KBLOCK, 4, 256) in opts(1024, 1024, 1024, 48 << 10, l2=2 << 20)  # 384 rows fit: the largest divisor of 1024 below is 256
-  assert Opt(OptOps.KBLOCK, 4, 250) in opts(1000, 1000, 1000, 48 << 10, l2=2 << 20)
-  assert opts(512, 512, 512, 32 << 10)[-2:] == [Opt(OptOps.KBLOCK, 4, 256), Opt(OptOps.PACK, 4)]  # 1 MB of outputs: twice the L2, no more
-  # outputs over twice the L2, a whole-K panel in half of it: no KBLOCK. A (4 MB) in a quarter of a 32 MB L3: one panel a
-  # block; unknown L3: blocks of 4 panels (4 x 64 KB in half the L2)
-  assert opts(1024, 1024, 1024, 32 << 10, 32 << 20)[-2:] == [Opt(OptOps.SWAP, 0, 1), Opt(OptOps.PACK, 4)]
-  assert opts(1024, 1024, 1024, 32 << 10)[-3:] == [Opt(OptOps.SPLIT, 1, 4), Opt(OptOps.SWAP, 0, 2), Opt(OptOps.PACK, 5, 2)]
-  assert all(x.op is not OptOps.KBLOCK for x in opts(1000, 1000, 1000, 32 << 10, 32 << 20))
-  # 2048^3: A's 16 MB over a quarter of the L3: blocks of 2 whole-K panels (2 x 128 KB); 4096^3: 256 KB panels, one a block
-  assert opts(2048, 2048, 2048, 32 << 10, 32 << 20)[-3:] == [Opt(OptOps.SPLIT, 1, 2), Opt(OptOps.SWAP, 0, 2), Opt(OptOps.PACK, 5, 2)]
+  assert Opt(OptOps.KBLOCK, 4, 256) in opts(1024, 1024, 1024, 48 << 10)  # 384 rows fit: the largest divisor of 1024 below is 256
+  assert Opt(OptOps.KBLOCK, 4, 250) in opts(1000, 1000, 1000, 48 << 10)
+  assert opts(512, 512, 512, 32 << 10)[-2:] == [Opt(OptOps.KBLOCK, 4, 256), Opt(OptOps.PACK, 4)]
+  # outputs that fit half a 32 MB L3 (1000^3-2048^3: 4-16 MB) keep K blocked; 4096^3's 64 MB don't: the whole K in one
+  # 256 KB panel (half the L2), each output written once; a 128 MB L3 keeps 4096^3 K-blocked too
+  assert Opt(OptOps.KBLOCK, 4, 256) in opts(1024, 1024, 1024, 32 << 10, 32 << 20)
+  assert Opt(OptOps.KBLOCK, 4, 250) in opts(1000, 1000, 1000, 32 << 10, 32 << 20)
+  assert opts(2048, 2048, 2048, 32 << 10, 32 << 20)[-2:] == [Opt(OptOps.KBLOCK, 5, 256), Opt(OptOps.PACK, 5, 2)]
   assert opts(4096, 4096, 4096, 32 << 10, 32 << 20)[-2:] == [Opt(OptOps.SWAP, 0, 1), Opt(OptOps.PACK, 4)]
+  assert opts(4096, 4096, 4096, 32 << 10, 128 << 20)[-2:] == [Opt(OptOps.KBLOCK, 5, 256), Opt(OptOps.PACK, 5, 2)]
+  # a 16 MB L3: 2048^3's outputs outgrow half of it, and A (16 MB) a quarter: blocks of 2 whole-K panels (2 x 128 KB)
+  assert opts(2048, 2048, 2048, 32 << 10, 16 << 20)[-3:] == [Opt(OptOps.SPLIT, 1, 2), Opt(OptOps.SWAP, 0, 2), Opt(OptOps.PACK, 5, 2)]
   # a whole-K panel over half the L2 (K = 8192: 512 KB) keeps K blocked: A's 2 MB K-block slab outgrows twice the L2, so
   # B's columns in blocks of 8 panels (8 x 16 KB: a quarter of the L2)
   assert opts(2048, 8192, 2048, 32 << 10)[-4:] == [Opt(OptOps.SPLIT, 1, 8), Opt(OptOps.SWAP, 0, 2), Opt(OptOps.KBLOCK, 5, 256), Opt(OptOps.PACK, 5, 2)]
@@ -287,8 +287,8 @@ def test_packed_matmul_heuristic_matches_numpy():
   np.testing.assert_allclose(run_with_opts(Tensor(x, device="CPU") @ Tensor(w, device="CPU"), opts), x.astype(np.float64) @ w, rtol=1e-4, atol=1e-3)
 
 def test_whole_k_panel_heuristic_matches_numpy():
-  # outputs (800 KB) over twice a declared 64 KB L2, B's whole-K panel (256 x 16 floats: 16 KB) in half of it: PACK
-  # without KBLOCK (the 8 KB L1 alone would block K by 64); A (200 KB) in a quarter of the 1 MB L3: one panel a block
+  # outputs (800 KB) over half a declared 1 MB L3, B's whole-K panel (256 x 16 floats: 16 KB) in half the 64 KB L2: PACK
+  # without KBLOCK (the 8 KB L1 alone would block K by 64); A (200 KB) in a quarter of the L3: one panel a block
   from tg_core.renderer import RendererCaps
   from tg_core.uop.symbolic import symbolic
   from tg_core.uop.rewrite import graph_rewrite
