@@ -324,6 +324,19 @@ def test_beam_blocking_candidates_match_numpy():
   assert [o.arg for c in cands for o in c if o.op is OptOps.KBLOCK] == [32, 64, 128]
   for opts in cands: np.testing.assert_allclose(run_with_opts(Tensor(x) @ Tensor(w), opts), x.astype(np.float64) @ w, rtol=1e-4, atol=1e-4, err_msg=str(opts))
 
+def test_beam_blocking_candidates_start_from_the_heuristics_own_choice():
+  # BEAM gets the scheduled kernel unsimplified: its first candidate is still what the heuristic picks in codegen (for a
+  # padded 1000^3 matmul: the loop order, K blocks of 250, not a power of two, and PACK, which the unsimplified row index hid)
+  from tg_core.codegen.opt.search import blocking_candidates
+  from tg_core.renderer import RendererCaps
+  from tg_core.uop.symbolic import symbolic
+  from tg_core.uop.rewrite import graph_rewrite
+  from tg_core.codegen.valid import pm_index_given_valid
+  caps = RendererCaps(vector_upcast=True, vector_width=8, big_reduce_tile=(16, 6), cache_sizes=(32 << 10, 512 << 10))
+  items, _ = create_schedule(UOp.sink((Tensor.empty(1000, 1000, device="NULL") @ Tensor.empty(1000, 1000, device="NULL")).uop))
+  own = hand_coded_optimizations(graph_rewrite(graph_rewrite(items[0].ast, symbolic), pm_index_given_valid), caps)
+  assert own[-1].op is OptOps.PACK and blocking_candidates(items[0].ast, caps)[0] == own, own
+
 def test_matvec_heuristic_blocks_columns_and_rows_from_the_declared_l1():
   # x @ W: a 16 x 4 tile (16 x 6 rounds down: 8 accumulator vectors), column blocks whose partial sums fill a quarter of the L1
   # (64 columns a tile, 2048 columns: 2 blocks of 16 tiles), the reduce K-blocked by a few rows inside each
