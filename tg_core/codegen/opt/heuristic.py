@@ -353,7 +353,8 @@ def _whole_k_panel(ast: UOp, panel_bytes: int, caches: tuple[int, ...]) -> bool:
   level while they fit half of it (`caches[-1]`), from memory once they don't. Then, if B's whole-K panel
   (`panel_bytes`) fits half the L2, the panel is read from the L2 instead and each output is written once. 4096^3 fp32
   (64 MB of outputs, 32 MB L3; 256 KB panels, 512 KB L2), one Zen 3 core, thread CPU time on a loaded VM, same run:
-  44-46 GFLOPS K-blocked by 256 (blocks of 8 panels) -> 59-61, numpy 74. Where the outputs fit (1000^3-2048^3: 4-16 MB)
+  44-46 GFLOPS K-blocked by 256 (blocks of 8 panels) -> 59-61, numpy 74 (through the bench, alternating processes, load
+  ~21: tg/numpy 0.70, 0.84 -> 0.77, 0.85). Where the outputs fit (1000^3-2048^3: 4-16 MB)
   whole K measured no better in the bench (medians of 3, tg/numpy: 1000^3 0.99 -> 1.04x, 1024^3 0.94 -> 0.82x, 2048^3
   0.89 -> 0.86x): they stay K-blocked."""
   stores = [u for u in ast.toposort() if u.op is Ops.STORE and u.src[0].op is Ops.INDEX and u.src[0].src[0].op is Ops.PARAM]
