@@ -230,20 +230,30 @@ def test_big_matmul_heuristic_pads_tails_and_blocks_k_from_the_declared_l1():
   from tg_core.renderer import RendererCaps
   from tg_core.uop.symbolic import symbolic
   from tg_core.uop.rewrite import graph_rewrite
-  def opts(m: int, k: int, n: int, l1: int) -> list[Opt]:
+  def opts(m: int, k: int, n: int, l1: int, l3: int | None = None) -> list[Opt]:
     items, _ = create_schedule(UOp.sink((Tensor.empty(m, k, device="NULL") @ Tensor.empty(k, n, device="NULL")).uop))
-    caps = RendererCaps(vector_upcast=True, vector_width=8, big_reduce_tile=(16, 6), cache_sizes=(l1, 512 << 10))
+    caps = RendererCaps(vector_upcast=True, vector_width=8, big_reduce_tile=(16, 6), cache_sizes=(l1, 512 << 10, *((l3,) if l3 else ())))
     return hand_coded_optimizations(graph_rewrite(items[0].ast, symbolic), caps)
   o = opts(1024, 1024, 1024, 32 << 10)
   # 1024 rows in tiles of 6: padded to 1026; K blocked so 256 rows of B's 16 columns (64 bytes) fill half the L1, packed
   assert Opt(OptOps.PADTO, 0, 6) in o and o[-3:] == [Opt(OptOps.SWAP, 0, 1), Opt(OptOps.KBLOCK, 4, 256), Opt(OptOps.PACK, 4)], o
   assert Opt(OptOps.KBLOCK, 4, 256) in opts(1024, 1024, 1024, 48 << 10)  # 384 rows fit: the largest divisor of 1024 below is 256
   assert Opt(OptOps.KBLOCK, 4, 250) in opts(1000, 1000, 1000, 48 << 10)
-  # A's 2 MB K-block slab outgrows twice the L2: B's columns in blocks of 8 panels (8 x 16 KB: a quarter of the L2)
-  assert opts(2048, 2048, 2048, 32 << 10)[-4:] == [Opt(OptOps.SPLIT, 1, 8), Opt(OptOps.SWAP, 0, 2), Opt(OptOps.KBLOCK, 5, 256), Opt(OptOps.PACK, 5, 2)]
+  assert opts(512, 512, 512, 32 << 10)[-2:] == [Opt(OptOps.KBLOCK, 4, 256), Opt(OptOps.PACK, 4)]
+  # outputs that fit half a 32 MB L3 (1000^3-2048^3: 4-16 MB) keep K blocked; 4096^3's 64 MB don't: the whole K in one
+  # 256 KB panel (half the L2), each output written once; a 128 MB L3 keeps 4096^3 K-blocked too
+  assert Opt(OptOps.KBLOCK, 4, 256) in opts(1024, 1024, 1024, 32 << 10, 32 << 20)
+  assert Opt(OptOps.KBLOCK, 4, 250) in opts(1000, 1000, 1000, 32 << 10, 32 << 20)
+  assert opts(2048, 2048, 2048, 32 << 10, 32 << 20)[-2:] == [Opt(OptOps.KBLOCK, 5, 256), Opt(OptOps.PACK, 5, 2)]
+  assert opts(4096, 4096, 4096, 32 << 10, 32 << 20)[-2:] == [Opt(OptOps.SWAP, 0, 1), Opt(OptOps.PACK, 4)]
+  assert opts(4096, 4096, 4096, 32 << 10, 128 << 20)[-2:] == [Opt(OptOps.KBLOCK, 5, 256), Opt(OptOps.PACK, 5, 2)]
+  # a 16 MB L3: 2048^3's outputs outgrow half of it, and A (16 MB) a quarter: blocks of 2 whole-K panels (2 x 128 KB)
+  assert opts(2048, 2048, 2048, 32 << 10, 16 << 20)[-3:] == [Opt(OptOps.SPLIT, 1, 2), Opt(OptOps.SWAP, 0, 2), Opt(OptOps.PACK, 5, 2)]
+  # a whole-K panel over half the L2 (K = 8192: 512 KB) keeps K blocked: A's 2 MB K-block slab outgrows twice the L2, so
+  # B's columns in blocks of 8 panels (8 x 16 KB: a quarter of the L2)
+  assert opts(2048, 8192, 2048, 32 << 10)[-4:] == [Opt(OptOps.SPLIT, 1, 8), Opt(OptOps.SWAP, 0, 2), Opt(OptOps.KBLOCK, 5, 256), Opt(OptOps.PACK, 5, 2)]
+  assert opts(4096, 8192, 4096, 32 << 10, 32 << 20)[-2:] == [Opt(OptOps.KBLOCK, 5, 256), Opt(OptOps.PACK, 5, 2)]
   assert all(x.op is not OptOps.KBLOCK for x in opts(4096, 64, 4096, 32 << 10))  # the reduce fits the L1 already
-  # packed, a column block's outputs no longer keep K unblocked: B's panels are contiguous, the outputs revisited a block of rows at a time
-  assert opts(4096, 4096, 4096, 32 << 10)[-2:] == [Opt(OptOps.KBLOCK, 5, 256), Opt(OptOps.PACK, 5, 2)]
   # 64 rows (11 row tiles) reuse a packed panel too little: the unpacked K-blocked loop
   o64 = opts(64, 4096, 64, 32 << 10)
   assert all(x.op is not OptOps.PACK for x in o64) and o64[-1] == Opt(OptOps.KBLOCK, 4, 256), o64
@@ -276,6 +286,19 @@ def test_packed_matmul_heuristic_matches_numpy():
   assert opts[-4:] == [Opt(OptOps.SPLIT, 1, 4), Opt(OptOps.SWAP, 0, 2), Opt(OptOps.KBLOCK, 5, 64), Opt(OptOps.PACK, 5, 2)], opts
   np.testing.assert_allclose(run_with_opts(Tensor(x, device="CPU") @ Tensor(w, device="CPU"), opts), x.astype(np.float64) @ w, rtol=1e-4, atol=1e-3)
 
+def test_whole_k_panel_heuristic_matches_numpy():
+  # outputs (800 KB) over half a declared 1 MB L3, B's whole-K panel (256 x 16 floats: 16 KB) in half the 64 KB L2: PACK
+  # without KBLOCK (the 8 KB L1 alone would block K by 64); A (200 KB) in a quarter of the L3: one panel a block
+  from tg_core.renderer import RendererCaps
+  from tg_core.uop.symbolic import symbolic
+  from tg_core.uop.rewrite import graph_rewrite
+  caps = RendererCaps(vector_upcast=True, vector_width=8, big_reduce_tile=(16, 6), cache_sizes=(8 << 10, 64 << 10, 1 << 20))
+  x, w = rnd(200, 256), rnd(256, 1024)
+  items, _ = create_schedule(UOp.sink((Tensor(x, device="CPU") @ Tensor(w, device="CPU")).uop))
+  opts = hand_coded_optimizations(graph_rewrite(items[0].ast, symbolic), caps)
+  assert opts[-2:] == [Opt(OptOps.SWAP, 0, 1), Opt(OptOps.PACK, 4)] and all(o.op is not OptOps.KBLOCK for o in opts), opts
+  np.testing.assert_allclose(run_with_opts(Tensor(x, device="CPU") @ Tensor(w, device="CPU"), opts), x.astype(np.float64) @ w, rtol=1e-4, atol=1e-3)
+
 def test_pack_needs_a_loop_target():
   # the PYTHON reference reduces whole axes at once: a copy loop into a kernel-local panel has no form there
   with pytest.raises(KernelOptError, match="PACK"): run_with_opts(Tensor(A, device="PYTHON") @ Tensor(B, device="PYTHON"), PACK_CASES[-1])
@@ -300,6 +323,19 @@ def test_beam_blocking_candidates_match_numpy():
   cands = blocking_candidates(items[0].ast, RendererCaps(vector_upcast=True, vector_width=8, big_reduce_tile=(16, 6), cache_sizes=(32 << 10,)))
   assert [o.arg for c in cands for o in c if o.op is OptOps.KBLOCK] == [32, 64, 128]
   for opts in cands: np.testing.assert_allclose(run_with_opts(Tensor(x) @ Tensor(w), opts), x.astype(np.float64) @ w, rtol=1e-4, atol=1e-4, err_msg=str(opts))
+
+def test_beam_blocking_candidates_start_from_the_heuristics_own_choice():
+  # BEAM gets the scheduled kernel unsimplified: its first candidate is still what the heuristic picks in codegen (for a
+  # padded 1000^3 matmul: the loop order, K blocks of 250, not a power of two, and PACK, which the unsimplified row index hid)
+  from tg_core.codegen.opt.search import blocking_candidates
+  from tg_core.renderer import RendererCaps
+  from tg_core.uop.symbolic import symbolic
+  from tg_core.uop.rewrite import graph_rewrite
+  from tg_core.codegen.valid import pm_index_given_valid
+  caps = RendererCaps(vector_upcast=True, vector_width=8, big_reduce_tile=(16, 6), cache_sizes=(32 << 10, 512 << 10))
+  items, _ = create_schedule(UOp.sink((Tensor.empty(1000, 1000, device="NULL") @ Tensor.empty(1000, 1000, device="NULL")).uop))
+  own = hand_coded_optimizations(graph_rewrite(graph_rewrite(items[0].ast, symbolic), pm_index_given_valid), caps)
+  assert own[-1].op is OptOps.PACK and blocking_candidates(items[0].ast, caps)[0] == own, own
 
 def test_matvec_heuristic_blocks_columns_and_rows_from_the_declared_l1():
   # x @ W: a 16 x 4 tile (16 x 6 rounds down: 8 accumulator vectors), column blocks whose partial sums fill a quarter of the L1

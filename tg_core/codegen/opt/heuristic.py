@@ -308,8 +308,9 @@ def _packed_panels(ast: UOp, caches: tuple[int, ...]) -> list[Opt]:
   the panels of a block (SWAP), the reduce K-blocked by kc (KBLOCK, kc*U floats of a panel in half the L1), and B's
   kc x (p*U) slice copied into a contiguous buffer once per block (PACK: p panels of kc*U, in a quarter of the L2),
   which every row tile then reads at unit stride: the row tile's slice of A (R x kc) is reused from the L1 by the p
-  panels, a panel from the L1 by the row tile. [] where the loops don't nest so, A has fewer than MIN_PANEL_REUSE row
-  tiles, or PACK doesn't apply."""
+  panels, a panel from the L1 by the row tile. Where the outputs outgrow half the last cache level and a whole-K panel
+  fits half the L2 (`_whole_k_panel`), no KBLOCK: kc = K, panels read from the L2, blocks of them sized by `_whole_k_block`. [] where
+  the loops don't nest so, A has fewer than MIN_PANEL_REUSE row tiles, or PACK doesn't apply."""
   l1, l2 = caches[0], caches[1]
   axes = kernel_axes(ast)
   loops = [r for r in axes if r.arg[1] in (AxisType.LOOP, AxisType.GLOBAL)]
@@ -324,14 +325,15 @@ def _packed_panels(ast: UOp, caches: tuple[int, ...]) -> list[Opt]:
   ups = [r for r in strided[0].src[0].ranges if r.arg[1] is AxisType.UPCAST]
   panel = functools.reduce(lambda a, b: a * b, [r.src[0].arg for r in ups], 1) * strided[0].dtype.itemsize  # bytes of one panel row
   k, n = reds[0].src[0].arg, cols.src[0].arg
-  kc = next((d for d in range(min(k, (l1 // 2) // panel), 31, -1) if k % d == 0), None)
+  kc = k if (whole := _whole_k_panel(ast, k * panel, caches)) else next((d for d in range(min(k, (l1 // 2) // panel), 31, -1) if k % d == 0), None)
   if kc is None: return []
   # A's rows are swept once per column block: one panel a block (B's panel then stays in the L1) while the slab of A one
   # K block reads fits twice the L2 (1000^3, 1024^3: 1 MB; same run, one Zen 3 core: 55-60 vs 48-52 GFLOPS with blocks
   # of 7), else blocks of p panels (2048^3: 2 MB, a page a row, 57 vs 44 GFLOPS with blocks of 8)
   others = [u for u in loads if u is not strided[0]]
   a_slab = sum((u.src[0].src[0].arg.size or 0) * u.dtype.itemsize for u in others) * kc // k
-  p = 1 if a_slab <= 2 * l2 else next(d for d in range(max(1, min(n // 2, (l2 // 4) // (kc * panel))), 0, -1) if n % d == 0)
+  if whole: p = _whole_k_block(n, a_slab, k * panel, caches)
+  else: p = 1 if a_slab <= 2 * l2 else next(d for d in range(max(1, min(n // 2, (l2 // 4) // (kc * panel))), 0, -1) if n % d == 0)
   opts: list[Opt] = []
   cur = ast
   try:
@@ -350,6 +352,27 @@ def _packed_panels(ast: UOp, caches: tuple[int, ...]) -> list[Opt]:
     opts.append(o)
   except KernelOptError: return []  # e.g. a bf16 matmul: KBLOCK can't accumulate its fp32 sum in the output
   return opts
+
+def _whole_k_panel(ast: UOp, panel_bytes: int, caches: tuple[int, ...]) -> bool:
+  """Does a packed matmul keep the whole reduce in its panels (no KBLOCK)? Each K block's pass re-reads and re-writes
+  the outputs a row tile at a time, rows a stride apart (short runs the prefetchers don't follow): from the last cache
+  level while they fit half of it (`caches[-1]`), from memory once they don't. Then, if B's whole-K panel
+  (`panel_bytes`) fits half the L2, the panel is read from the L2 instead and each output is written once. 4096^3 fp32
+  (64 MB of outputs, 32 MB L3; 256 KB panels, 512 KB L2), one Zen 3 core, thread CPU time on a loaded VM, same run:
+  44-46 GFLOPS K-blocked by 256 (blocks of 8 panels) -> 59-61, numpy 74 (through the bench, alternating processes, load
+  ~21: tg/numpy 0.70, 0.84 -> 0.77, 0.85). Where the outputs fit (1000^3-2048^3: 4-16 MB)
+  whole K measured no better in the bench (medians of 3, tg/numpy: 1000^3 0.99 -> 1.04x, 1024^3 0.94 -> 0.82x, 2048^3
+  0.89 -> 0.86x): they stay K-blocked."""
+  stores = [u for u in ast.toposort() if u.op is Ops.STORE and u.src[0].op is Ops.INDEX and u.src[0].src[0].op is Ops.PARAM]
+  out_bytes = sum((u.src[0].src[0].arg.size or 0) * u.src[0].src[0].dtype.itemsize for u in stores)
+  return len(caches) >= 3 and out_bytes > caches[-1] // 2 and panel_bytes <= caches[1] // 2
+
+def _whole_k_block(n: int, a_bytes: int, panel_bytes: int, caches: tuple[int, ...]) -> int:
+  """Column panels per block for whole-K panels: A streams past once per block, from the last cache level while it fits a
+  quarter of it (one panel a block), else as many panels as fit half the L2 (a divisor of the n panels: 2048^3 with a
+  16 MB last level, 2 x 128 KB; one Zen 3 core, the kernel alone timed: 63-66 vs 38-49 GFLOPS with one)."""
+  if a_bytes <= caches[-1] // 4: return 1
+  return next(d for d in range(max(1, min(n // 2, (caches[1] // 2) // panel_bytes)), 0, -1) if n % d == 0)
 
 # rows of a column reduce read together: each is a stream the hardware prefetcher follows, and prefetchers track some 8-16
 ROW_STREAMS = 8

@@ -44,8 +44,14 @@ def beam_candidates(ast: UOp) -> list[list[Opt]]:
 def blocking_candidates(ast: UOp, caps: RendererCaps) -> list[list[Opt]]:
   """Opt lists for the cache blocking of a reduce kernel with one reduce axis: the heuristic's own choice for `caps`, and
   the same register tile and loop order with the reduce K-blocked by each power of two from 32 to K/2 (or not at all),
-  each K block with the heuristic's packed panel if it packs one (PACK). Each list is valid for `ast`."""
+  each K block with the heuristic's packed panel if it packs one (PACK). Each list is valid for `ast`. The heuristic sees
+  the kernel simplified as codegen gives it (the scheduled index of a padded axis is affine only then: unsimplified, a
+  1000^3 matmul's candidates had no loop order and no PACK)."""
   from tg_core.codegen.opt.heuristic import hand_coded_optimizations
+  from tg_core.codegen.valid import pm_index_given_valid
+  from tg_core.uop.rewrite import graph_rewrite
+  from tg_core.uop.symbolic import symbolic
+  ast = graph_rewrite(graph_rewrite(ast, symbolic, name="simplify kernel"), pm_index_given_valid, name="index given valid")
   own = hand_coded_optimizations(ast, caps)
   base = [o for o in own if o.op not in (OptOps.KBLOCK, OptOps.PACK)]
   pack = [o for o in own if o.op is OptOps.PACK]  # a packed panel goes with each K block (unblocked it would hold all of K)
@@ -58,7 +64,9 @@ def blocking_candidates(ast: UOp, caps: RendererCaps) -> list[list[Opt]]:
     try: apply_opts(cur, [o := Opt(OptOps.KBLOCK, reds[0], kc), *pack])
     except KernelOptError: continue
     cands.append(base + [o, *pack])
-  return cands
+  # the heuristic's own list goes first where no candidate above is it (a K block that isn't a power of two: 1000^3's
+  # 250; PACK without KBLOCK: 4096^3's whole-K panels)
+  return cands if own in cands else [own, *cands]
 
 def _time_program(device: str, ast: UOp, opts: list[Opt], bufs: list[Buffer], var_vals: dict[str, int], runs: int = 3) -> float:
   from tg_core.engine.realize import CompiledRunner
