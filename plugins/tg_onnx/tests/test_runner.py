@@ -48,17 +48,33 @@ def test_replayed_outputs_are_fresh_and_tensor_inputs_replay() -> None:
   assert len(runner._replay_sigs) == 2, "numpy and Tensor inputs each reach the replay fast path"
   with pytest.raises(OnnxInputError, match=r"input 'x' must have dtype FLOAT"): runner({"x": xs[0].astype(np.float64)})  # still checked
 
-def test_silero_state_carried_through_jit_replay() -> None:
+def test_run_numpy_replays_in_place_and_outputs_are_copies() -> None:
+  m = reshape_model()
+  runner, sess = OnnxRunner(m), ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+  rng = np.random.default_rng(3)
+  xs = [rng.standard_normal((2, 3, 4)).astype(np.float32) for _ in range(6)]
+  outs = [runner.run_numpy({"x": x})["y"] for x in xs]
+  outs.append(runner({"x": xs[0]})["y"].numpy())  # a Tensor-returning call on the same replay
+  for x, y in zip([*xs, xs[0]], outs):  # every call's outputs are its own: a later replay does not overwrite them
+    assert isinstance(y, np.ndarray) and y.dtype == np.float32
+    np.testing.assert_allclose(y, sess.run(None, {"x": x})[0], rtol=1e-6)
+  assert len(runner._in_place) == 1, "the captured signature replays through host views of its buffers"
+  with pytest.raises(OnnxInputError, match=r"input 'x' must have dtype FLOAT"): runner.run_numpy({"x": xs[0].astype(np.float64)})  # still checked
+
+@pytest.mark.parametrize("as_numpy", [False, True], ids=["tensors", "run_numpy"])
+def test_silero_state_carried_through_jit_replay(as_numpy: bool) -> None:
   m = next(m for m in MODELS if m.name == "silero_vad")
   runner, sess = OnnxRunner(m.path), ort.InferenceSession(str(m.path), providers=["CPUExecutionProvider"])
-  audio = np.random.default_rng(1).standard_normal(512 * 5).astype(np.float32) * 0.1
+  audio = np.random.default_rng(1).standard_normal(512 * 6).astype(np.float32) * 0.1
   st_tg = st_ref = np.zeros((2, 1, 128), np.float32)
-  for i in range(5):
+  for i in range(6):
     feed = {"input": audio[i * 512:(i + 1) * 512].reshape(1, 512), "sr": np.array(16000, np.int64)}
-    got, want = runner({**feed, "state": st_tg}), sess.run(None, {**feed, "state": st_ref})
-    np.testing.assert_allclose(got["output"].numpy(), want[0], rtol=1e-4, atol=1e-5)
-    st_tg, st_ref = got["stateN"].numpy(), want[1]
+    got, want = (runner.run_numpy if as_numpy else runner)({**feed, "state": st_tg}), sess.run(None, {**feed, "state": st_ref})
+    np.testing.assert_allclose(got["output"] if as_numpy else got["output"].numpy(), want[0], rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(got["stateN"] if as_numpy else got["stateN"].numpy(), want[1], rtol=1e-4, atol=1e-5)
+    st_tg, st_ref = got["stateN"] if as_numpy else got["stateN"].numpy(), want[1]
   assert len(runner._jits) == 1, "the If on the sample rate is specialized on its value, so the model replays"
+  assert len(runner._in_place) == 1, "calls 4 to 6 replay in place"
 
 def test_open_model_finds_the_onnx_importer() -> None:
   assert isinstance(open_model(MODELS[0].path), OnnxRunner)

@@ -39,6 +39,7 @@ NP_TO_TG: dict[str, DType] = {"float32": dtypes.float32, "float64": dtypes.float
                               "int16": dtypes.int16, "int32": dtypes.int32, "int64": dtypes.int64, "uint8": dtypes.uint8, "uint16": dtypes.uint16,
                               "uint32": dtypes.uint32, "uint64": dtypes.uint64, "bool": dtypes.bool}
 NP_DTYPES = frozenset(np.dtype(n) for n in NP_TO_TG)
+NP_OF: dict[DType, np.dtype] = {v: np.dtype(k) for k, v in NP_TO_TG.items()}
 # dtypes numpy lacks: carried as their bits (ml_dtypes arrays, which onnx.numpy_helper returns)
 BITS_DTYPES: dict[str, tuple[DType, Any]] = {"bfloat16": (dtypes.bfloat16, np.uint16), "float8_e4m3fn": (dtypes.fp8e4m3, np.uint8),
                                              "float8_e5m2": (dtypes.fp8e5m2, np.uint8)}
@@ -145,6 +146,7 @@ class OnnxRunner:
     self._jits: dict[tuple, TinyJit] = {}
     self._staged: dict[tuple, dict[str, Tensor]] = {}  # per replayed signature: the input buffers its capture reads
     self._replay_sigs: dict[tuple, tuple] = {}  # _replay_key of inputs already checked -> their signature
+    self._in_place: dict[tuple, InPlaceReplay] = {}  # per captured signature: its replay on the staging and output buffers themselves
     self._host_reads = 0
     self._const_tensors: dict[int, tuple[np.ndarray, Tensor]] = {}
 
@@ -196,15 +198,26 @@ class OnnxRunner:
 
   # *** running ***
   def __call__(self, inputs: dict[str, Any], debug: bool = False) -> dict[str, Value]:
-    try: return self._call(inputs, debug)
+    return self._checked_call(inputs, debug, False)
+
+  def run_numpy(self, inputs: dict[str, Any]) -> dict[str, Any]:
+    """Like calling the runner, with the outputs as numpy arrays (copies, what onnxruntime's `InferenceSession.run` gives; bfloat16
+    and float8 as ml_dtypes arrays, sequences as lists of arrays, absent optionals None). A replayed call copies its inputs into the
+    buffers the capture reads and its outputs out of the buffers it writes: no Tensor is made."""
+    return self._checked_call(inputs, False, True)
+
+  def _checked_call(self, inputs: dict[str, Any], debug: bool, as_numpy: bool) -> dict[str, Any]:
+    try:
+      if self.jit and isinstance(inputs, dict) and (key := _replay_key(inputs, self.device)) is not None and (sig := self._replay_sigs.get(key)) is not None:
+        return self._replay(sig, inputs, as_numpy)  # inputs like a call already checked and replayed: no conversion, no Tensors made
+      outs = self._call(inputs, debug)
+      return {k: _host_value_of(v) for k, v in outs.items()} if as_numpy else outs
     except OnnxError: raise
     except RecursionError as e: raise OnnxLoadError(f"the model's graph nests too deeply to run: {e}") from e
     except Exception as e:  # a failure outside any node (e.g. realizing the outputs): still a typed error naming the cause
       raise OnnxNodeError(f"running the model failed: {type(e).__name__}: {e}") from e
 
   def _call(self, inputs: dict[str, Any], debug: bool = False) -> dict[str, Value]:
-    if self.jit and isinstance(inputs, dict) and (key := _replay_key(inputs, self.device)) is not None and (sig := self._replay_sigs.get(key)) is not None:
-      return self._replay(sig, inputs)  # inputs like a call already checked and replayed: no conversion, no Tensors made
     env = self._prepare(inputs)
     # small integer inputs (a sample rate, a step count) are specialized on: host constants, part of the signature
     small = {k: to_numpy(v) for k, v in env.items() if k in inputs and isinstance(v, Tensor) and not dtypes.is_float(v.dtype) and _is_host_sized(v)
@@ -227,16 +240,16 @@ class OnnxRunner:
         self._jits[sig] = TinyJit(lambda **kw: self._run_main({**self.initializers, **kw}, {**self.host_initializers, **self._folded[sig]}))
     return outs
 
-  def _replay(self, sig: tuple, inputs: dict[str, Any]) -> dict[str, Value]:
+  def _replay(self, sig: tuple, inputs: dict[str, Any], as_numpy: bool = False) -> dict[str, Any]:
     """Run the captured kernels of `sig` on these inputs: their data is copied into the staging buffers the capture reads (the same
     buffers on every replay, so no kernel's arguments change), and the outputs are copied out of the buffers the next replay reuses."""
-    staged = self._staged[sig]
+    if (fast := self._in_place.get(sig)) is not None: return fast(inputs, as_numpy)
+    staged, jit = self._staged[sig], self._jits[sig]
     for k, v in inputs.items():
-      if (dst := staged.get(k)) is None: continue
-      if isinstance(v, Tensor): buffer_of(dst.uop.base).copy_from(buffer_of((v if v.uop.op is Ops.BUFFER else v.contiguous()).realize().uop.base))
-      else: buffer_of(dst.uop.base).copyin(memoryview(np.ascontiguousarray(v).reshape(-1)).cast("B"))
-    outs = self._jits[sig](**staged)
-    return {k: _copy_out(v, self.device) if isinstance(v, Tensor) else v for k, v in outs.items()}
+      if (dst := staged.get(k)) is not None: _stage(buffer_of(dst.uop.base), None, v)
+    outs = jit(**staged)
+    if jit.captured is not None: self._in_place[sig] = InPlaceReplay(jit, staged, outs)  # captured: later calls replay in place
+    return {k: _host_value_of(v) if as_numpy else _copy_out(v, self.device) if isinstance(v, Tensor) else v for k, v in outs.items()}
 
   def _run_main(self, env: dict[str, Value], host: dict[str, np.ndarray], debug: bool = False) -> dict[str, Value]:
     outs = self._run_graph(self.model.graph, env, host, debug)
@@ -347,6 +360,45 @@ class OnnxRunner:
     try: outs = self._run_graph(body, local, {fname: host[n] for fname, n in zip(fn.input, node.input) if n in host})
     finally: self.opsets = saved
     return outs
+
+class InPlaceReplay:
+  """A captured signature's replay through host views of its buffers, made once: a call copies its numpy inputs into zero-copy views
+  of the staging buffers the capture reads (np.copyto), replays the kernels on those very buffers (TinyJit.replay_in_place) and
+  copies the outputs out of views of the buffers the capture writes. A buffer without a host view (a device without zero-copy
+  memory, an output that is a strided view) is copied through the Buffer instead."""
+  def __init__(self, jit: TinyJit, staged: dict[str, Tensor], outs: dict[str, Value]):
+    self.jit = jit
+    self.inputs = {k: (buffer_of(t.uop.base), _host_view(t)) for k, t in staged.items()}
+    self.outputs = [(k, v, _host_view(v) if isinstance(v, Tensor) else None) for k, v in outs.items()]
+
+  def __call__(self, inputs: dict[str, Any], as_numpy: bool) -> dict[str, Any]:
+    for k, v in inputs.items():
+      if (dst := self.inputs.get(k)) is not None: _stage(dst[0], dst[1], v)
+    self.jit.replay_in_place()
+    if as_numpy: return {k: view.copy() if view is not None else _host_value_of(v) for k, v, view in self.outputs}
+    return {k: _copy_out(v, v.device) if isinstance(v, Tensor) else v for k, v, _ in self.outputs}
+
+def _stage(dst: Any, view: np.ndarray | None, v: Any) -> None:
+  """Copy an input (a numpy array of the staged shape and dtype, or a Tensor) into its staging buffer `dst` (`view`: a host view of it)."""
+  if isinstance(v, Tensor): dst.copy_from(buffer_of((v if v.uop.op is Ops.BUFFER else v.contiguous()).realize().uop.base))
+  elif view is not None: np.copyto(view, v, casting="no")
+  else: dst.copyin(memoryview(np.ascontiguousarray(v).reshape(-1)).cast("B"))
+
+def _host_view(t: Tensor) -> np.ndarray | None:
+  """A writable numpy view of the memory of a realized Tensor that is a whole buffer (or a reshape of one) of a numpy dtype, on a
+  device whose memory the host sees; None otherwise."""
+  u = t.uop.src[0] if t.uop.op is Ops.RESHAPE else t.uop
+  if u.op is not Ops.BUFFER or u.is_variable or t.dtype not in NP_OF or not all(isinstance(s, int) for s in t.shape): return None
+  buf = buffer_of(u)
+  if not buf.is_allocated() or not buf.allocator.supports_as_buffer or (buf.options is not None and buf.options.image is not None): return None
+  if buf.nbytes == 0: return np.zeros(t.shape, dtype=NP_OF[t.dtype])
+  return np.frombuffer(buf.as_buffer(force_zero_copy=True), dtype=NP_OF[t.dtype]).reshape(t.shape)
+
+def _host_value_of(v: Value) -> Any:
+  """An output as run_numpy returns it: numpy arrays (lists of them for sequences), None for an absent optional."""
+  if isinstance(v, Tensor): return to_numpy(v)
+  if isinstance(v, list): return [_host_value_of(x) for x in v]
+  return v
 
 NONDETERMINISTIC = {"RandomUniform", "RandomNormal", "RandomUniformLike", "RandomNormalLike", "Multinomial", "Bernoulli"}
 
