@@ -148,6 +148,9 @@ class OnnxRunner:
     self._replay_sigs: dict[tuple, tuple] = {}  # _replay_key of inputs already checked -> their signature
     self._in_place: dict[tuple, InPlaceReplay] = {}  # per captured signature: its replay on the staging and output buffers themselves
     self._host_reads = 0
+    # per graph and subgraph of the model (each held by its entry, so its id names it): the constants it computes, kept across calls
+    self._graph_consts: dict[int, DeviceConstants] = {}
+    _device_constants(graph, set(self.initializers) - self.optional_inputs, self._graph_consts)
     self._const_tensors: dict[int, tuple[np.ndarray, Tensor]] = {}
 
   # *** inputs ***
@@ -262,10 +265,14 @@ class OnnxRunner:
 
   def _run_graph(self, graph: GraphProto, env: dict[str, Value], host: dict[str, np.ndarray], debug: bool = False) -> list[Value]:
     readers = _readers(graph)
+    consts = self._graph_consts.get(id(graph))  # None for a graph made per call (a function's body)
     for i, node in enumerate(graph.node):
       if node.output and all(o in host or not o for o in node.output) and node.op_type not in NONDETERMINISTIC:
         for o in node.output:
           if o: env[o] = self._const_tensor(host[o])
+        continue
+      if consts is not None and consts.complete and i in consts.nodes:  # computed on the first run: its outputs kept, realized
+        env.update((o, consts.values[o]) for o in node.output if o in consts.values)
         continue
       missing = [n for n in node.input if n and n not in env]
       if missing: raise OnnxLoadError(f"node {i} ({node.op_type} {node.name!r}) reads {missing}, which no node, input or initializer produces")
@@ -275,8 +282,13 @@ class OnnxRunner:
       for name, out in zip(node.output, outs):
         if not name: continue
         if isinstance(out, Tensor) and readers.get(name, 0) > 1 and _recomputes_reduce(out): out = out.contiguous()
+        if consts is not None and i in consts.nodes and name in consts.kept:
+          for x in (out if isinstance(out, list) else [out]):
+            if isinstance(x, Tensor): x.realize()
+          consts.values[name] = out
         env[name] = out
         if isinstance(out, Tensor) and name not in host and self._foldable(node, out, host): host[name] = out.realize().numpy()
+    if consts is not None: consts.complete = True
     missing = [o.name for o in graph.output if o.name not in env]
     if missing: raise OnnxLoadError(f"graph {graph.name!r} outputs {missing}, which no node produces")
     return [env[o.name] for o in graph.output]
@@ -360,6 +372,43 @@ class OnnxRunner:
     try: outs = self._run_graph(body, local, {fname: host[n] for fname, n in zip(fn.input, node.input) if n in host})
     finally: self.opsets = saved
     return outs
+
+class DeviceConstants:
+  """The nodes of a graph that compute constants, too large to fold on the host: Constant nodes and deterministic nodes that read only
+  constants (the model's initializers that no input overrides, other such nodes' outputs). Their outputs that anything else reads
+  (`kept`: another node, a graph output, a subgraph) are realized on the graph's first run and reused by every later run, so a
+  replay doesn't recompute them (silero-vad's LSTM weights: Slices and Concats of Constants, fused into every step's matmul)."""
+  def __init__(self, graph: GraphProto, constants: set[str]):
+    self.graph = graph
+    self.names = names = constants - {i.name for i in graph.input}  # constant values, this graph's and those of its scope
+    self.nodes: set[int] = set()
+    for i, n in enumerate(graph.node):
+      if n.op_type in NONDETERMINISTIC or n.domain not in ("", "ai.onnx") or any(a.type in (AttributeProto.GRAPH, AttributeProto.GRAPHS) for a in n.attribute):
+        continue
+      if (n.op_type == "Constant" and not any(n.input)) or (any(n.input) and all(not x or x in names for x in n.input)):
+        self.nodes.add(i)
+        names.update(o for o in n.output if o)
+    read_by: dict[str, list[int]] = {}
+    for i, n in enumerate(graph.node):
+      for x in {*n.input, *(r for g in _subgraphs(n) for r in _names_read(g))}: read_by.setdefault(x, []).append(i)
+    outs = {o.name for o in graph.output}
+    self.kept = {o for i in self.nodes for o in graph.node[i].output
+                 if o and (o in outs or not read_by.get(o) or any(r not in self.nodes for r in read_by[o]))}
+    self.values: dict[str, Value] = {}
+    self.complete = False  # set after the first run that went through the whole graph
+
+def _device_constants(graph: GraphProto, constants: set[str], out: dict[int, DeviceConstants]) -> None:
+  """DeviceConstants of `graph` and, with its constants in scope, of every subgraph of its nodes (nested ones too), into `out` by id."""
+  dc = out[id(graph)] = DeviceConstants(graph, constants)
+  for n in graph.node:
+    for g in _subgraphs(n): _device_constants(g, dc.names, out)
+
+def _subgraphs(node: NodeProto) -> list[GraphProto]:
+  return [g for a in node.attribute for g in ([a.g] if a.type == AttributeProto.GRAPH else list(a.graphs) if a.type == AttributeProto.GRAPHS else [])]
+
+def _names_read(graph: GraphProto) -> set[str]:
+  """Every value name `graph` reads, its subgraphs' included, and its outputs (an output may name an outer value)."""
+  return {*(x for n in graph.node for x in n.input), *(o.name for o in graph.output), *(x for n in graph.node for g in _subgraphs(n) for x in _names_read(g))}
 
 class InPlaceReplay:
   """A captured signature's replay through host views of its buffers, made once: a call copies its numpy inputs into zero-copy views
