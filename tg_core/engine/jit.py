@@ -121,6 +121,13 @@ class TinyJit(Generic[R]):
     self.last_call = (key, binds, now, new_vals)
     return _fresh(self.ret, Tensor, binds)
 
+  def replay_in_place(self) -> None:
+    """Replay the capture on the very buffers it was captured with and its Variable values, for a caller that writes each call's
+    inputs into the captured input buffers itself and reads the outputs from the buffers of the captured return value (tg_onnx's
+    runner): no Tensor is looked at or made."""
+    if self.captured is None: raise JitError("replay_in_place before a capture: call the jitted function twice first (call 1 runs, call 2 captures)")
+    self._replay(self.input_bufs, {})
+
   def _replay(self, now: list[Buffer], new_vals: dict[str, int]) -> None:
     """Run the captured kernels on these input buffers and Variable values."""
     assert self.captured is not None

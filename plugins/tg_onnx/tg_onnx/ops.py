@@ -1005,7 +1005,8 @@ def _rnn_common(kind: str, X: Tensor, W: Tensor, R: Tensor, B: Tensor | None, se
       t = T - 1 - step if rev else step
       g = xw[t]
       if kind == "LSTM":
-        gates = g + h @ r.T + rb
+        # realized: the four gates feed both the new state and the output, and each kernel that fused the matmuls would run them again
+        gates = (g + h @ r.T + rb).contiguous()
         i_, o_, f_, c_ = (gates[:, k * H:(k + 1) * H] for k in range(4))
         if p is not None: i_, f_ = i_ + p[:H] * c, f_ + p[2 * H:] * c
         if clip is not None: i_, o_, f_, c_ = (x.clip(-clip, clip) for x in (i_, o_, f_, c_))

@@ -40,6 +40,7 @@ NP_TO_TG: dict[str, DType] = {"float32": dtypes.float32, "float64": dtypes.float
                               "int16": dtypes.int16, "int32": dtypes.int32, "int64": dtypes.int64, "uint8": dtypes.uint8, "uint16": dtypes.uint16,
                               "uint32": dtypes.uint32, "uint64": dtypes.uint64, "bool": dtypes.bool}
 NP_DTYPES = frozenset(np.dtype(n) for n in NP_TO_TG)
+NP_OF: dict[DType, np.dtype] = {v: np.dtype(k) for k, v in NP_TO_TG.items()}
 # dtypes numpy lacks: carried as their bits (ml_dtypes arrays, which onnx.numpy_helper returns)
 BITS_DTYPES: dict[str, tuple[DType, Any]] = {"bfloat16": (dtypes.bfloat16, np.uint16), "float8_e4m3fn": (dtypes.fp8e4m3, np.uint8),
                                              "float8_e5m2": (dtypes.fp8e5m2, np.uint8)}
@@ -144,6 +145,8 @@ class OnnxRunner:
     # channels-last, one Zen 3 core: 480x6x24 -> 480 1x1 conv 1.0 -> 1.38 ms)
     for name in _conv_weights(graph, self.initializers):
       if name.split("__")[0] not in given_as_nodes: self.initializers[name] = _channels_last_weight(self.initializers[name])
+    for name in _rnn_weights(graph, {n for n, t in self.initializers.items() if isinstance(t, Tensor)}):
+      self.initializers[name] = _rows_innermost_weight(self.initializers[name])
     self.host_initializers = {k: v.numpy() for k, v in self.initializers.items() if isinstance(v, Tensor) and _is_host_sized(v)}
     self.inputs: dict[str, TypeProto] = {i.name: i.type for i in graph.input if i.name not in self.initializers}
     self.optional_inputs = {i.name for i in graph.input if i.name in self.initializers}  # initializers double as input defaults
@@ -152,7 +155,11 @@ class OnnxRunner:
     self._jits: dict[tuple, TinyJit] = {}
     self._staged: dict[tuple, dict[str, Tensor]] = {}  # per replayed signature: the input buffers its capture reads
     self._replay_sigs: dict[tuple, tuple] = {}  # _replay_key of inputs already checked -> their signature
+    self._in_place: dict[tuple, InPlaceReplay] = {}  # per captured signature: its replay on the staging and output buffers themselves
     self._host_reads = 0
+    # per graph and subgraph of the model (each held by its entry, so its id names it): the constants it computes, kept across calls
+    self._graph_consts: dict[int, DeviceConstants] = {}
+    _device_constants(graph, set(self.initializers) - self.optional_inputs, self._graph_consts)
     self._const_tensors: dict[int, tuple[np.ndarray, Tensor]] = {}
 
   # *** inputs ***
@@ -203,15 +210,26 @@ class OnnxRunner:
 
   # *** running ***
   def __call__(self, inputs: dict[str, Any], debug: bool = False) -> dict[str, Value]:
-    try: return self._call(inputs, debug)
+    return self._checked_call(inputs, debug, False)
+
+  def run_numpy(self, inputs: dict[str, Any]) -> dict[str, Any]:
+    """Like calling the runner, with the outputs as numpy arrays (copies, what onnxruntime's `InferenceSession.run` gives; bfloat16
+    and float8 as ml_dtypes arrays, sequences as lists of arrays, absent optionals None). A replayed call copies its inputs into the
+    buffers the capture reads and its outputs out of the buffers it writes: no Tensor is made."""
+    return self._checked_call(inputs, False, True)
+
+  def _checked_call(self, inputs: dict[str, Any], debug: bool, as_numpy: bool) -> dict[str, Any]:
+    try:
+      if self.jit and isinstance(inputs, dict) and (key := _replay_key(inputs, self.device)) is not None and (sig := self._replay_sigs.get(key)) is not None:
+        return self._replay(sig, inputs, as_numpy)  # inputs like a call already checked and replayed: no conversion, no Tensors made
+      outs = self._call(inputs, debug)
+      return {k: _host_value_of(v) for k, v in outs.items()} if as_numpy else outs
     except OnnxError: raise
     except RecursionError as e: raise OnnxLoadError(f"the model's graph nests too deeply to run: {e}") from e
     except Exception as e:  # a failure outside any node (e.g. realizing the outputs): still a typed error naming the cause
       raise OnnxNodeError(f"running the model failed: {type(e).__name__}: {e}") from e
 
   def _call(self, inputs: dict[str, Any], debug: bool = False) -> dict[str, Value]:
-    if self.jit and isinstance(inputs, dict) and (key := _replay_key(inputs, self.device)) is not None and (sig := self._replay_sigs.get(key)) is not None:
-      return self._replay(sig, inputs)  # inputs like a call already checked and replayed: no conversion, no Tensors made
     env = self._prepare(inputs)
     # small integer inputs (a sample rate, a step count) are specialized on: host constants, part of the signature
     small = {k: to_numpy(v) for k, v in env.items() if k in inputs and isinstance(v, Tensor) and not dtypes.is_float(v.dtype) and _is_host_sized(v)
@@ -234,16 +252,16 @@ class OnnxRunner:
         self._jits[sig] = TinyJit(lambda **kw: self._run_main({**self.initializers, **kw}, {**self.host_initializers, **self._folded[sig]}))
     return outs
 
-  def _replay(self, sig: tuple, inputs: dict[str, Any]) -> dict[str, Value]:
+  def _replay(self, sig: tuple, inputs: dict[str, Any], as_numpy: bool = False) -> dict[str, Any]:
     """Run the captured kernels of `sig` on these inputs: their data is copied into the staging buffers the capture reads (the same
     buffers on every replay, so no kernel's arguments change), and the outputs are copied out of the buffers the next replay reuses."""
-    staged = self._staged[sig]
+    if (fast := self._in_place.get(sig)) is not None: return fast(inputs, as_numpy)
+    staged, jit = self._staged[sig], self._jits[sig]
     for k, v in inputs.items():
-      if (dst := staged.get(k)) is None: continue
-      if isinstance(v, Tensor): buffer_of(dst.uop.base).copy_from(buffer_of((v if v.uop.op is Ops.BUFFER else v.contiguous()).realize().uop.base))
-      else: buffer_of(dst.uop.base).copyin(memoryview(np.ascontiguousarray(v).reshape(-1)).cast("B"))
-    outs = self._jits[sig](**staged)
-    return {k: _copy_out(v, self.device) if isinstance(v, Tensor) else v for k, v in outs.items()}
+      if (dst := staged.get(k)) is not None: _stage(buffer_of(dst.uop.base), None, v)
+    outs = jit(**staged)
+    if jit.captured is not None: self._in_place[sig] = InPlaceReplay(jit, staged, outs)  # captured: later calls replay in place
+    return {k: _host_value_of(v) if as_numpy else _copy_out(v, self.device) if isinstance(v, Tensor) else v for k, v in outs.items()}
 
   def _run_main(self, env: dict[str, Value], host: dict[str, np.ndarray], debug: bool = False) -> dict[str, Value]:
     outs = self._run_graph(self.model.graph, env, host, debug)
@@ -256,10 +274,14 @@ class OnnxRunner:
 
   def _run_graph(self, graph: GraphProto, env: dict[str, Value], host: dict[str, np.ndarray], debug: bool = False) -> list[Value]:
     readers = _readers(graph)
+    consts = self._graph_consts.get(id(graph))  # None for a graph made per call (a function's body)
     for i, node in enumerate(graph.node):
       if node.output and all(o in host or not o for o in node.output) and node.op_type not in NONDETERMINISTIC:
         for o in node.output:
           if o: env[o] = self._const_tensor(host[o])
+        continue
+      if consts is not None and consts.complete and i in consts.nodes:  # computed on the first run: its outputs kept, realized
+        env.update((o, consts.values[o]) for o in node.output if o in consts.values)
         continue
       missing = [n for n in node.input if n and n not in env]
       if missing: raise OnnxLoadError(f"node {i} ({node.op_type} {node.name!r}) reads {missing}, which no node, input or initializer produces")
@@ -269,8 +291,14 @@ class OnnxRunner:
       for name, out in zip(node.output, outs):
         if not name: continue
         if isinstance(out, Tensor) and readers.get(name, 0) > 1 and _recomputes_reduce(out): out = _realized_in_source_layout(out)
+        if consts is not None and i in consts.nodes and name in consts.kept:
+          if isinstance(out, Tensor) and name in consts.rnn_weights: out = _rows_innermost_weight(out)
+          for x in (out if isinstance(out, list) else [out]):
+            if isinstance(x, Tensor): x.realize()
+          consts.values[name] = out
         env[name] = out
         if isinstance(out, Tensor) and name not in host and self._foldable(node, out, host): host[name] = out.realize().numpy()
+    if consts is not None: consts.complete = True
     missing = [o.name for o in graph.output if o.name not in env]
     if missing: raise OnnxLoadError(f"graph {graph.name!r} outputs {missing}, which no node produces")
     return [env[o.name] for o in graph.output]
@@ -355,6 +383,83 @@ class OnnxRunner:
     finally: self.opsets = saved
     return outs
 
+class DeviceConstants:
+  """The nodes of a graph that compute constants, too large to fold on the host: Constant nodes and deterministic nodes that read only
+  constants (the model's initializers that no input overrides, other such nodes' outputs). Their outputs that anything else reads
+  (`kept`: another node, a graph output, a subgraph) are realized on the graph's first run and reused by every later run, so a
+  replay doesn't recompute them (silero-vad's LSTM weights: Slices and Concats of Constants, fused into every step's matmul)."""
+  def __init__(self, graph: GraphProto, constants: set[str]):
+    self.graph = graph
+    self.names = names = constants - {i.name for i in graph.input}  # constant values, this graph's and those of its scope
+    self.nodes: set[int] = set()
+    for i, n in enumerate(graph.node):
+      if n.op_type in NONDETERMINISTIC or n.domain not in ("", "ai.onnx") or any(a.type in (AttributeProto.GRAPH, AttributeProto.GRAPHS) for a in n.attribute):
+        continue
+      if (n.op_type == "Constant" and not any(n.input)) or (any(n.input) and all(not x or x in names for x in n.input)):
+        self.nodes.add(i)
+        names.update(o for o in n.output if o)
+    read_by: dict[str, list[int]] = {}
+    for i, n in enumerate(graph.node):
+      for x in {*n.input, *(r for g in _subgraphs(n) for r in _names_read(g))}: read_by.setdefault(x, []).append(i)
+    outs = {o.name for o in graph.output}
+    self.kept = {o for i in self.nodes for o in graph.node[i].output
+                 if o and (o in outs or not read_by.get(o) or any(r not in self.nodes for r in read_by[o]))}
+    self.rnn_weights = _rnn_weights(graph, self.kept)
+    self.values: dict[str, Value] = {}
+    self.complete = False  # set after the first run that went through the whole graph
+
+def _device_constants(graph: GraphProto, constants: set[str], out: dict[int, DeviceConstants]) -> None:
+  """DeviceConstants of `graph` and, with its constants in scope, of every subgraph of its nodes (nested ones too), into `out` by id."""
+  dc = out[id(graph)] = DeviceConstants(graph, constants)
+  for n in graph.node:
+    for g in _subgraphs(n): _device_constants(g, dc.names, out)
+
+def _subgraphs(node: NodeProto) -> list[GraphProto]:
+  return [g for a in node.attribute for g in ([a.g] if a.type == AttributeProto.GRAPH else list(a.graphs) if a.type == AttributeProto.GRAPHS else [])]
+
+def _names_read(graph: GraphProto) -> set[str]:
+  """Every value name `graph` reads, its subgraphs' included, and its outputs (an output may name an outer value)."""
+  return {*(x for n in graph.node for x in n.input), *(o.name for o in graph.output), *(x for n in graph.node for g in _subgraphs(n) for x in _names_read(g))}
+
+class InPlaceReplay:
+  """A captured signature's replay through host views of its buffers, made once: a call copies its numpy inputs into zero-copy views
+  of the staging buffers the capture reads (np.copyto), replays the kernels on those very buffers (TinyJit.replay_in_place) and
+  copies the outputs out of views of the buffers the capture writes. A buffer without a host view (a device without zero-copy
+  memory, an output that is a strided view) is copied through the Buffer instead."""
+  def __init__(self, jit: TinyJit, staged: dict[str, Tensor], outs: dict[str, Value]):
+    self.jit = jit
+    self.inputs = {k: (buffer_of(t.uop.base), _host_view(t)) for k, t in staged.items()}
+    self.outputs = [(k, v, _host_view(v) if isinstance(v, Tensor) else None) for k, v in outs.items()]
+
+  def __call__(self, inputs: dict[str, Any], as_numpy: bool) -> dict[str, Any]:
+    for k, v in inputs.items():
+      if (dst := self.inputs.get(k)) is not None: _stage(dst[0], dst[1], v)
+    self.jit.replay_in_place()
+    if as_numpy: return {k: view.copy() if view is not None else _host_value_of(v) for k, v, view in self.outputs}
+    return {k: _copy_out(v, v.device) if isinstance(v, Tensor) else v for k, v, _ in self.outputs}
+
+def _stage(dst: Any, view: np.ndarray | None, v: Any) -> None:
+  """Copy an input (a numpy array of the staged shape and dtype, or a Tensor) into its staging buffer `dst` (`view`: a host view of it)."""
+  if isinstance(v, Tensor): dst.copy_from(buffer_of((v if v.uop.op is Ops.BUFFER else v.contiguous()).realize().uop.base))
+  elif view is not None: np.copyto(view, v, casting="no")
+  else: dst.copyin(memoryview(np.ascontiguousarray(v).reshape(-1)).cast("B"))
+
+def _host_view(t: Tensor) -> np.ndarray | None:
+  """A writable numpy view of the memory of a realized Tensor that is a whole buffer (or a reshape of one) of a numpy dtype, on a
+  device whose memory the host sees; None otherwise."""
+  u = t.uop.src[0] if t.uop.op is Ops.RESHAPE else t.uop
+  if u.op is not Ops.BUFFER or u.is_variable or t.dtype not in NP_OF or not all(isinstance(s, int) for s in t.shape): return None
+  buf = buffer_of(u)
+  if not buf.is_allocated() or not buf.allocator.supports_as_buffer or (buf.options is not None and buf.options.image is not None): return None
+  if buf.nbytes == 0: return np.zeros(t.shape, dtype=NP_OF[t.dtype])
+  return np.frombuffer(buf.as_buffer(force_zero_copy=True), dtype=NP_OF[t.dtype]).reshape(t.shape)
+
+def _host_value_of(v: Value) -> Any:
+  """An output as run_numpy returns it: numpy arrays (lists of them for sequences), None for an absent optional."""
+  if isinstance(v, Tensor): return to_numpy(v)
+  if isinstance(v, list): return [_host_value_of(x) for x in v]
+  return v
+
 NONDETERMINISTIC = {"RandomUniform", "RandomNormal", "RandomUniformLike", "RandomNormalLike", "Multinomial", "Bernoulli"}
 
 def fold_batchnorm(model: ModelProto) -> ModelProto:
@@ -412,6 +517,22 @@ def _channels_last_weight(w: Tensor) -> Tensor:
   """A conv weight (cout, cin, kh, kw) stored output channel innermost, as a view of the same shape: the CPU's conv register tile
   (heuristic `_conv_tile`) then reads a vector of output channels per tap. Done once at load, like onnxruntime's weight prepacking."""
   return w.permute(1, 2, 3, 0).contiguous().realize().permute(3, 0, 1, 2)
+
+RNN_OPS = ("LSTM", "GRU", "RNN")
+
+def _rnn_weights(graph: GraphProto, names: set[str]) -> set[str]:
+  """Those of `names` that `graph` reads only as the W or R input of LSTM/GRU/RNN nodes."""
+  uses: dict[str, list[tuple[NodeProto, int]]] = {}
+  for node in graph.node:
+    for i, n in enumerate(node.input): uses.setdefault(n, []).append((node, i))
+  return {n for n in names if n in uses and all(node.op_type in RNN_OPS and node.domain in ("", "ai.onnx") and i in (1, 2) for node, i in uses[n])}
+
+def _rows_innermost_weight(w: Tensor) -> Tensor:
+  """An RNN weight (directions, gates * hidden, inputs) stored gate rows innermost, as a view of the same shape: the per-step matvec
+  `h @ R[d].T` then loads a vector of gate rows per input, not a gather across rows (silero-vad's LSTM step: ~78 -> ~15 us, thread
+  clock). Done once (at load, or when a constant is first computed), like the conv weights' layout."""
+  if w.ndim != 3 or not dtypes.is_float(w.dtype): return w
+  return w.permute(0, 2, 1).contiguous().realize().permute(0, 2, 1)
 
 def _readers(graph: GraphProto) -> dict[str, int]:
   """How many node inputs (and graph outputs) read each value of `graph`."""
