@@ -4,6 +4,7 @@ import dataclasses
 import functools
 
 from tg_core.device import Compiled
+from tg_core.dtype import dtypes
 from tg_cpu_x86.allocator import CPUAllocator
 from tg_cpu_x86.compiler import LLVMCompiler, host_target
 from tg_cpu_x86.graph import CPUGraph
@@ -32,12 +33,18 @@ def register_tile() -> tuple[int, int]:
 @functools.cache
 def _cache_sizes() -> tuple[int, ...]: return cache_sizes()
 
+def _native_dtypes(base: frozenset) -> frozenset:
+  """float16 is native where the host converts it in hardware (F16C: vcvtph2ps/vcvtps2ph, 8 lanes an instruction; LLVM runs half
+  arithmetic in float32 and rounds back): a float16 KV cache's reads then cost one instruction per 8 values, where the core's
+  emulation decodes each value's bits with ~12 integer ops. Without F16C LLVM would call compiler-rt helpers the loader lacks."""
+  return base | {dtypes.float16} if "+f16c" in set(host_target()[2].split(",")) else base
+
 class CPUDevice(Compiled):
   """CPU, CPU:1, ...: every instance is the same host; different instances are separate devices to the scheduler."""
   def __init__(self, device: str):
     ren = LLVMRenderer()
     # the host's SIMD width, register tile and caches; the only arch it targets is the host's (kernels run here): DEV=CPU:LLVM:<other> is an error
     ren.caps = dataclasses.replace(ren.caps, vector_width=vector_width(), big_reduce_tile=register_tile(), cache_sizes=_cache_sizes(),
-                                   archs=(host_target()[1],), arch=host_target()[1])
+                                   archs=(host_target()[1],), arch=host_target()[1], native_dtypes=_native_dtypes(ren.caps.native_dtypes))
     ren.avx2 = "+avx2" in set(host_target()[2].split(","))
     super().__init__(device, CPUAllocator(), [ren], _compiler(), CPUProgram, graph=CPUGraph)  # TinyJit replays through CPUGraph

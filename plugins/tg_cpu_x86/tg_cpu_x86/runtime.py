@@ -27,6 +27,12 @@ from tg_cpu_x86.elf import ELFLoadError, LoadedObject
 # single-thread runs timed (per Variable values) before the split is decided; the first is cold (page faults, caches)
 TIMED_RUNS = 2
 
+def decision_key(vals: tuple[int, ...]) -> tuple[int, ...]:
+  """The Variable values one thread decision serves: each value's power-of-two bucket. A decode step's start_pos is new at every
+  step; decided per exact value, its kernels (attention over the cache) never left the single-thread timing runs, launched one
+  by one from Python. A kernel's time grows about linearly with its Variables: within a bucket it at most doubles."""
+  return tuple(v.bit_length() if v > 0 else v for v in vals)
+
 KERNEL_FN = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int32, ctypes.c_int32)
 
 @functools.cache
@@ -133,8 +139,8 @@ class CPUProgram:
     self._knob = NUM_CPU_THREADS.value
 
   def _threads(self, bufs: Any, vals_arr: Any, vals: tuple[int, ...]) -> int:
-    """The thread count decided for these Variable values: 1 for a kernel that can't be split; 0 while its single-thread runs
-    are still being timed (see `launch`)."""
+    """The thread count decided for these Variable values (`vals`: their decision_key): 1 for a kernel that can't be split; 0
+    while its single-thread runs are still being timed (see `launch`)."""
     if (n := self._nthreads.get(vals)) is not None: return n
     if max_threads() <= 1 or self.work_per_iter <= 0 or int(self.fxn(bufs, vals_arr, 0, 0)) <= 1: n = 1  # n_cores == 0: the trip count
     else: return 0
@@ -169,15 +175,15 @@ class CPUProgram:
     """The thread count decided for these Variable values, None while undecided (its first runs through `launch` decide it). A
     graph calls a kernel decided to run on 1 thread itself, as core 0 of 1 (see tg_cpu_x86.graph)."""
     self._check_knob()
-    return self._nthreads.get(vals)
+    return self._nthreads.get(decision_key(vals))
 
   def launch(self, bufs: Any, vals_arr: Any, vals: tuple[int, ...]) -> None:
     """Run the kernel on ctypes arrays of buffer addresses and Variable values (what a graph prepares once)."""
     self._check_knob()
-    n = self._nthreads.get(vals)
-    if n is None: n = self._threads(bufs, vals_arr, vals)
+    n = self._nthreads.get(key := decision_key(vals))
+    if n is None: n = self._threads(bufs, vals_arr, key)
     if n == 1: self.fxn(bufs, vals_arr, 0, 1)
-    elif n == 0: self._timed(bufs, vals_arr, vals)
+    elif n == 0: self._timed(bufs, vals_arr, key)
     else:  # chunks 1..n-1 on the workers, chunk 0 on this thread
       _get_pool(n - 1).run(self.fxn, [(bufs, vals_arr, i, n) for i in range(1, n)], here=(bufs, vals_arr, 0, n))
 

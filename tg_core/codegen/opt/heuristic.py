@@ -43,7 +43,7 @@ def hand_coded_optimizations(ast: UOp, caps: RendererCaps | None = None) -> list
   # runs once, hoisted above the output loops: its axes take no part in tiling
   hoisted = {r for u in ast.toposort() if u.op is Ops.REDUCE and not any(axes[i] in u.src[0].ranges for i in out_axes) for r in u.src[1:]}
   red_axes = [i for i, r in enumerate(axes) if r.arg[1] is AxisType.REDUCE and r not in hoisted]
-  sizes = [r.src[0].arg if r.src[0].op is Ops.CONST and r not in hoisted else 1 for r in axes]
+  sizes = [1 if r in hoisted else axis_size_estimate(r) for r in axes]
   work = functools.reduce(lambda a, b: a * b, sizes, 1)
   big = caps.big_reduce_tile is not None and bool(red_axes) and len(out_axes) >= 2 and work >= 1 << 22
   # tiny kernels run in microseconds: their compile time (Python codegen and LLVM, both growing with the tile) dominates
@@ -114,6 +114,13 @@ def hand_coded_optimizations(ast: UOp, caps: RendererCaps | None = None) -> list
           cur = first_fit(cur, OptOps.UPCAST, a, _halvings(caps.transpose_tile))
           break
   return opts
+
+def axis_size_estimate(r: UOp) -> int:
+  """A loop's trip count as the heuristic sizes kernels: its constant, or for a symbolic bound (a KV cache's valid length,
+  start_pos + 1 with start_pos a bound Variable) the middle of the bound's range. The kernel is compiled once for every value;
+  counted as 1, an attention kernel over a 4096-position cache was sized "tiny" and got no vectorized or tiled loops."""
+  b = r.src[0]
+  return int(b.arg) if b.op is Ops.CONST else max(1, (int(b.vmin) + int(b.vmax)) // 2)
 
 def _row_lanes_reduce(ast: UOp, caps: RendererCaps) -> list[Opt] | None:
   """A one-output-axis reduce whose loads are contiguous along `vector_width` (or fewer, at least 4) consecutive outputs but not along the whole
