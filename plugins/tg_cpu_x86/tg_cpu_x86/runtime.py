@@ -33,17 +33,25 @@ def decision_key(vals: tuple[int, ...]) -> tuple[int, ...]:
   by one from Python. A kernel's time grows about linearly with its Variables: within a bucket it at most doubles."""
   return tuple(v.bit_length() if v > 0 else v for v in vals)
 
+def resolves(symbol: str) -> bool:
+  """Whether a kernel's call to this C function links (see _init_symbols)."""
+  _init_symbols()
+  return bool(llvm.address_of_symbol(symbol))
+
 KERNEL_FN = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int32, ctypes.c_int32)
 
 @functools.cache
 def _init_symbols() -> None:
-  """Make the C library functions LLVM may call (memset/memcpy from idiom recognition, libm for TRANSCENDENTAL=0)
-  resolvable by the JIT's linker, whether or not the process exports them."""
+  """Make the C library functions LLVM may call (memset/memcpy from idiom recognition, libm for TRANSCENDENTAL=0, libgcc's
+  double -> half conversion, which F16C has no instruction for) resolvable by the JIT's linker, whether or not the process
+  exports them."""
   _init_llvm()
   syms = ("memset", "memcpy", "memmove", "memcmp", "exp2f", "exp2", "log2f", "log2", "sinf", "sin", "powf", "pow", "sqrtf", "sqrt",
-          "truncf", "trunc", "fmaf", "fma", "expf", "exp", "logf", "log", "__bzero", "bzero")
+          "truncf", "trunc", "fmaf", "fma", "expf", "exp", "logf", "log", "__bzero", "bzero", "__truncdfhf2")
   def libs():  # the process's own symbols first (Python links libc and libm); find_library runs ldconfig, so only if needed
     yield ctypes.CDLL(None)
+    try: yield ctypes.CDLL("libgcc_s.so.1")  # by its soname: a dlopen, no ldconfig
+    except OSError: pass
     from ctypes.util import find_library  # imports subprocess: ~5 ms of a cold start
     for name in ("c", "m"):
       if (path := find_library(name)) is not None:
