@@ -204,9 +204,9 @@ def test_cpu_graph_loop_and_split_kernels_interleave(monkeypatch: pytest.MonkeyP
         g = jf.plan[0][0] if jf.plan is not None else None
         assert isinstance(g, CPUGraph) and any(isinstance(s, tuple) for s in g.steps), g and g.steps
         launched.clear()
-  # after step 4: step 5 launched the split kernel and the Variable's from Python, step 6 (a new thread count) all five, steps 7
-  # and 8 only the Variable's (its value is new each time)
-  assert len(launched) == 2 + 5 + 1 + 1, launched
+  # after step 4: step 5 launched the split kernel and the Variable's from Python (i = 6: decided at i = 4, 5, the same power-of-two
+  # bucket), step 6 (a new thread count) all five, step 7 only the Variable's (i = 8: a new bucket), step 8 none (i = 9: decided at 8)
+  assert len(launched) == 2 + 5 + 1 + 0, launched
   assert pooled, "the split kernel never ran on the pool"
 
 # *** compile cache ***
@@ -368,15 +368,29 @@ def test_renderer_does_not_import_the_runtime() -> None:
 
 def test_supported_dtypes_and_knobs() -> None:
   r = Device["CPU"].renderer
-  assert r.caps.native_dtypes == {dtypes.bool, dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.uint16, dtypes.int32, dtypes.uint32,
-                                  dtypes.int64, dtypes.uint64, dtypes.float32, dtypes.float64}
-  assert not r.caps.has_grid and not r.caps.has_local and r.caps.native_transcendentals == {Ops.SQRT, Ops.RECIPROCAL}
   from tg_cpu_x86.compiler import host_target
+  from tg_cpu_x86.runtime import resolves
+  # float16 is native where the host converts it in hardware and libgcc's double -> half helper links
+  f16c = "+f16c" in host_target()[2].split(",") and resolves("__truncdfhf2")
+  assert r.caps.native_dtypes == {dtypes.bool, dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.uint16, dtypes.int32, dtypes.uint32,
+                                  dtypes.int64, dtypes.uint64, dtypes.float32, dtypes.float64, *([dtypes.float16] if f16c else [])}
+  assert not r.caps.has_grid and not r.caps.has_local and r.caps.native_transcendentals == {Ops.SQRT, Ops.RECIPROCAL}
   assert r.caps.archs == (host_target()[1],) and r.caps.arch == host_target()[1]
 
-def test_emulated_half_dtypes_work() -> None:
+@pytest.mark.parametrize("emulated", ["", "float16"])
+def test_half_dtypes_work(emulated: str) -> None:
+  # float16 native (F16C hosts) and emulated by the core: each op rounds to float16 as numpy's does
   a = np.random.default_rng(0).uniform(-2, 2, 64).astype(np.float16)
-  got = (Tensor(a, device="CPU") * 3 + 1).numpy()
+  b = np.random.default_rng(1).uniform(-2, 2, 64).astype(np.float16)
+  with Context(EMULATED_DTYPES=emulated):
+    got = (Tensor(a, device="CPU") * 3 + 1).numpy()
+    prod = (Tensor(a, device="CPU") * Tensor(b, device="CPU") + Tensor(b, device="CPU")).numpy()
+    dot = (Tensor(a, device="CPU").cast(dtypes.float32) * Tensor(b, device="CPU").cast(dtypes.float32)).sum().numpy()
+    wide = np.concatenate([np.random.default_rng(2).uniform(-7e4, 7e4, 64), [2.98e-8, 5.97e-8, 65519.99, 65520.0, 1e-10]])
+    narrowed = Tensor(wide, device="CPU").cast(dtypes.float16).numpy()  # double -> half: the one conversion F16C lacks
   np.testing.assert_array_equal(got, (a * np.float16(3) + np.float16(1)).astype(np.float16))
+  np.testing.assert_array_equal(prod, a * b + b)
+  np.testing.assert_allclose(dot, (a.astype(np.float32) * b.astype(np.float32)).sum(), rtol=1e-5)
+  with np.errstate(over="ignore"): np.testing.assert_array_equal(narrowed, wide.astype(np.float16))
   bf = Tensor(a.astype(np.float32), device="CPU").cast(dtypes.bfloat16).cast(dtypes.float32).numpy()
   np.testing.assert_allclose(bf, a.astype(np.float32), rtol=1e-2)

@@ -4,12 +4,13 @@ import dataclasses
 import functools
 
 from tg_core.device import Compiled
+from tg_core.dtype import dtypes
 from tg_cpu_x86.allocator import CPUAllocator
 from tg_cpu_x86.compiler import LLVMCompiler, host_target
 from tg_cpu_x86.graph import CPUGraph
 from tg_cpu_x86.host import cache_sizes
 from tg_cpu_x86.renderer import LLVMRenderer
-from tg_cpu_x86.runtime import CPUProgram
+from tg_cpu_x86.runtime import CPUProgram, resolves
 
 @functools.cache
 def _compiler() -> LLVMCompiler: return LLVMCompiler()
@@ -32,12 +33,19 @@ def register_tile() -> tuple[int, int]:
 @functools.cache
 def _cache_sizes() -> tuple[int, ...]: return cache_sizes()
 
+def _native_dtypes(base: frozenset) -> frozenset:
+  """float16 is native where the host converts it in hardware (F16C: vcvtph2ps/vcvtps2ph, 8 lanes an instruction; LLVM runs half
+  arithmetic in float32 and rounds back): a float16 KV cache's reads then cost one instruction per 8 values, where the core's
+  emulation decodes each value's bits with ~12 integer ops. Without F16C LLVM calls library helpers for every conversion; with
+  it, for double -> half only (libgcc's __truncdfhf2): where that doesn't resolve, float16 stays emulated."""
+  return base | {dtypes.float16} if "+f16c" in set(host_target()[2].split(",")) and resolves("__truncdfhf2") else base
+
 class CPUDevice(Compiled):
   """CPU, CPU:1, ...: every instance is the same host; different instances are separate devices to the scheduler."""
   def __init__(self, device: str):
     ren = LLVMRenderer()
     # the host's SIMD width, register tile and caches; the only arch it targets is the host's (kernels run here): DEV=CPU:LLVM:<other> is an error
     ren.caps = dataclasses.replace(ren.caps, vector_width=vector_width(), big_reduce_tile=register_tile(), cache_sizes=_cache_sizes(),
-                                   archs=(host_target()[1],), arch=host_target()[1])
+                                   archs=(host_target()[1],), arch=host_target()[1], native_dtypes=_native_dtypes(ren.caps.native_dtypes))
     ren.avx2 = "+avx2" in set(host_target()[2].split(","))
     super().__init__(device, CPUAllocator(), [ren], _compiler(), CPUProgram, graph=CPUGraph)  # TinyJit replays through CPUGraph

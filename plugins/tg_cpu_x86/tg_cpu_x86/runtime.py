@@ -26,17 +26,31 @@ from tg_cpu_x86.elf import ELFLoadError, LoadedObject
 # single-thread runs timed (per Variable values) before the split is decided; the first is cold (page faults, caches)
 TIMED_RUNS = 2
 
+def decision_key(vals: tuple[int, ...]) -> tuple[int, ...]:
+  """The Variable values one thread decision serves: each value's power-of-two bucket. A decode step's start_pos is new at every
+  step; decided per exact value, its kernels (attention over the cache) never left the single-thread timing runs, launched one
+  by one from Python. A kernel's time grows about linearly with its Variables: within a bucket it at most doubles."""
+  return tuple(v.bit_length() if v > 0 else v for v in vals)
+
+def resolves(symbol: str) -> bool:
+  """Whether a kernel's call to this C function links: the object loader and LLVM's linker (_init_symbols) both find it by c_symbol."""
+  return bool(c_symbol(symbol))
+
 KERNEL_FN = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int32, ctypes.c_int32)
 
-# the C library functions LLVM may call: memset/memcpy from idiom recognition, libm for TRANSCENDENTAL=0
+# the C library functions LLVM may call: memset/memcpy from idiom recognition, libm for TRANSCENDENTAL=0, libgcc's double -> half
+# conversion (F16C has no instruction for it)
 C_SYMBOLS = ("memset", "memcpy", "memmove", "memcmp", "exp2f", "exp2", "log2f", "log2", "sinf", "sin", "powf", "pow", "sqrtf", "sqrt",
-             "truncf", "trunc", "fmaf", "fma", "expf", "exp", "logf", "log", "__bzero", "bzero")
+             "truncf", "trunc", "fmaf", "fma", "expf", "exp", "logf", "log", "__bzero", "bzero", "__truncdfhf2")
 
 @functools.cache
 def _c_libs() -> list[ctypes.CDLL]:
-  """The process's own symbols (Python links libc and libm), then libc and libm by name (find_library runs ldconfig and
-  imports subprocess, ~5 ms: only asked for when a symbol isn't in the process)."""
-  return [ctypes.CDLL(None)]
+  """The process's own symbols (Python links libc and libm) and libgcc_s by its soname (a dlopen, no ldconfig); libc and libm
+  by name come after (_named_c_libs: find_library runs ldconfig and imports subprocess, only asked for when a symbol is missing)."""
+  ret = [ctypes.CDLL(None)]
+  try: ret.append(ctypes.CDLL("libgcc_s.so.1"))
+  except OSError: pass
+  return ret
 
 @functools.cache
 def _named_c_libs() -> list[ctypes.CDLL]:
@@ -145,8 +159,8 @@ class CPUProgram:
     self._knob = NUM_CPU_THREADS.value
 
   def _threads(self, bufs: Any, vals_arr: Any, vals: tuple[int, ...]) -> int:
-    """The thread count decided for these Variable values: 1 for a kernel that can't be split; 0 while its single-thread runs
-    are still being timed (see `launch`)."""
+    """The thread count decided for these Variable values (`vals`: their decision_key): 1 for a kernel that can't be split; 0
+    while its single-thread runs are still being timed (see `launch`)."""
     if (n := self._nthreads.get(vals)) is not None: return n
     if max_threads() <= 1 or self.work_per_iter <= 0 or int(self.fxn(bufs, vals_arr, 0, 0)) <= 1: n = 1  # n_cores == 0: the trip count
     else: return 0
@@ -181,15 +195,15 @@ class CPUProgram:
     """The thread count decided for these Variable values, None while undecided (its first runs through `launch` decide it). A
     graph calls a kernel decided to run on 1 thread itself, as core 0 of 1 (see tg_cpu_x86.graph)."""
     self._check_knob()
-    return self._nthreads.get(vals)
+    return self._nthreads.get(decision_key(vals))
 
   def launch(self, bufs: Any, vals_arr: Any, vals: tuple[int, ...]) -> None:
     """Run the kernel on ctypes arrays of buffer addresses and Variable values (what a graph prepares once)."""
     self._check_knob()
-    n = self._nthreads.get(vals)
-    if n is None: n = self._threads(bufs, vals_arr, vals)
+    n = self._nthreads.get(key := decision_key(vals))
+    if n is None: n = self._threads(bufs, vals_arr, key)
     if n == 1: self.fxn(bufs, vals_arr, 0, 1)
-    elif n == 0: self._timed(bufs, vals_arr, vals)
+    elif n == 0: self._timed(bufs, vals_arr, key)
     else:  # chunks 1..n-1 on the workers, chunk 0 on this thread
       _get_pool(n - 1).run(self.fxn, [(bufs, vals_arr, i, n) for i in range(1, n)], here=(bufs, vals_arr, 0, n))
 

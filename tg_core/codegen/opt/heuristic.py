@@ -43,11 +43,16 @@ def hand_coded_optimizations(ast: UOp, caps: RendererCaps | None = None) -> list
   # runs once, hoisted above the output loops: its axes take no part in tiling
   hoisted = {r for u in ast.toposort() if u.op is Ops.REDUCE and not any(axes[i] in u.src[0].ranges for i in out_axes) for r in u.src[1:]}
   red_axes = [i for i, r in enumerate(axes) if r.arg[1] is AxisType.REDUCE and r not in hoisted]
-  sizes = [r.src[0].arg if r.src[0].op is Ops.CONST and r not in hoisted else 1 for r in axes]
+  sizes = [1 if r in hoisted else axis_size_estimate(r) for r in axes]
   work = functools.reduce(lambda a, b: a * b, sizes, 1)
-  big = caps.big_reduce_tile is not None and bool(red_axes) and len(out_axes) >= 2 and work >= 1 << 22
+  # a kernel with a symbolic axis takes neither a big kernel's padded register tiles, loop order and packed panels (a 128-token
+  # prefill's scores against a symbolic-length cache, Gemma 3: 0.7 -> 8.3 ms when sized as big) nor the mid-size 4x3 tiles
+  # (its attention 15% slower than in the tiny tiles): it keeps the tiny tile set, and is otherwise sized by its estimate
+  symbolic = any(axes[i].src[0].op is not Ops.CONST for i in out_axes + red_axes)
+  big = caps.big_reduce_tile is not None and bool(red_axes) and len(out_axes) >= 2 and work >= 1 << 22 and not symbolic
   # tiny kernels run in microseconds: their compile time (Python codegen and LLVM, both growing with the tile) dominates
   tiny = work < 1 << 19
+  tiny_tiles = tiny or symbolic
   def first_fit(cur: UOp, op: OptOps, axis: int, amts: tuple[int, ...]) -> UOp:
     for amt in amts:
       try:
@@ -61,7 +66,7 @@ def hand_coded_optimizations(ast: UOp, caps: RendererCaps | None = None) -> list
   # one output axis (row/column sums, max, matvec) on a vector target: the axis the loads are contiguous in goes a vector wide
   col_reduce = red_axes and len(out_axes) == 1 and width > 4 and not tiny and \
     loads_contiguous(ast, axes[out_axes[0]], [axes[i] for i in red_axes])
-  wide_col = col_reduce and caps.big_reduce_tile is not None and work >= 1 << 22
+  wide_col = col_reduce and caps.big_reduce_tile is not None and work >= 1 << 22 and not symbolic
   if wide_col and caps.big_reduce_tile is not None:
     # the register tile along the one output axis: both upcasts split it (the outer part keeps its place, out_axes[0]); a
     # row count that isn't a power of two (16 x 6 on AVX2) rounds down, as the axis is a power of two more often than not and
@@ -73,14 +78,14 @@ def hand_coded_optimizations(ast: UOp, caps: RendererCaps | None = None) -> list
         opts.append(o)
   elif red_axes:
     # (a column reduce takes two vectors per step: each strided row visit reads two cache lines, half the page walks)
-    tiles = tuple(_tile_sizes(t) for t in caps.big_reduce_tile) if big and caps.big_reduce_tile else ((8, 4, 2), (8, 4, 2)) if tiny else \
+    tiles = tuple(_tile_sizes(t) for t in caps.big_reduce_tile) if big and caps.big_reduce_tile else ((8, 4, 2), (8, 4, 2)) if tiny_tiles else \
       (_halvings(min(2 * width, 32)),) if col_reduce else ((4, 3, 2), (4, 3, 2))
     for i, amts in zip(_tile_axes(ast, axes, out_axes), tiles):
       if big and (pad := _tail_pad(cur, axes[i], amts[0])) is not None:
         cur = apply_opt(cur, pad)
         opts.append(pad)
       # a tiny kernel's tile holds at most TINY_TILE accumulators (compile time), whichever axes they come from
-      if tiny: amts = tuple(a for a in amts if a * functools.reduce(lambda x, o: x * o.arg, [o for o in opts if o.op is OptOps.UPCAST], 1) <= TINY_TILE)
+      if tiny_tiles: amts = tuple(a for a in amts if a * functools.reduce(lambda x, o: x * o.arg, [o for o in opts if o.op is OptOps.UPCAST], 1) <= TINY_TILE)
       cur = first_fit(cur, OptOps.UPCAST, kernel_axes(cur).index(_same_axis(cur, axes[i])), amts)
     # a kernel whose loads are all contiguous (or constant) along its last reduce axis unrolls it a vector wide: vector loads and
     # multiplies, one horizontal sum per step (tiny ones, a 512x128 matvec, an STFT as a 256-tap conv: 4-7x faster than the scalar
@@ -114,6 +119,13 @@ def hand_coded_optimizations(ast: UOp, caps: RendererCaps | None = None) -> list
           cur = first_fit(cur, OptOps.UPCAST, a, _halvings(caps.transpose_tile))
           break
   return opts
+
+def axis_size_estimate(r: UOp) -> int:
+  """A loop's trip count as the heuristic sizes kernels: its constant, or for a symbolic bound (a KV cache's valid length,
+  start_pos + 1 with start_pos a bound Variable) the middle of the bound's range. The kernel is compiled once for every value;
+  counted as 1, an attention kernel over a 4096-position cache was sized "tiny" and got no vectorized or tiled loops."""
+  b = r.src[0]
+  return int(b.arg) if b.op is Ops.CONST else max(1, (int(b.vmin) + int(b.vmax)) // 2)
 
 def _row_lanes_reduce(ast: UOp, caps: RendererCaps) -> list[Opt] | None:
   """A one-output-axis reduce whose loads are contiguous along `vector_width` (or fewer, at least 4) consecutive outputs but not along the whole

@@ -84,6 +84,10 @@ SCALE_GROUP = {"Q2_K": 16, "Q3_K": 16, "Q4_K": 32, "Q5_K": 32, "Q6_K": 16}
 # are decoded once per vector of rows where they were decoded by scalar ops row by row (AVX2: 8 fp32 lanes)
 ROW_LANES = 8
 
+# decode attention reads the KV cache in blocks of this many positions (Transformer.decode_attend): a constant inner axis the kernels
+# vectorize; the cache's rows are rounded up to whole blocks
+ATTN_BLOCK = 16
+
 # matrices of a layer that read the same input: one matvec over their rows concatenated (when they share a quant format)
 FUSED_GROUPS = (("attn_q", "attn_k", "attn_v"), ("ffn_gate", "ffn_up"))
 
@@ -219,9 +223,11 @@ class Transformer:
     self.device = dev
     bases = sorted({cfg.layer_rope_base(i) for i in range(cfg.n_layers)})
     self.rope = {b: rope_tables(cfg, b, max_context, dev) for b in bases}
-    self.caches = [Tensor.zeros(2, cfg.n_kv_heads, max_context, cfg.head_dim, dtype=kv_dtype, device=dev).contiguous().realize()
+    # the cache's rows (and the positions) rounded up to whole ATTN_BLOCKs: decode attends over the blocks up to start_pos
+    self.cache_rows = rows = -(-max_context // ATTN_BLOCK) * ATTN_BLOCK
+    self.caches = [Tensor.zeros(2, cfg.n_kv_heads, rows, cfg.head_dim, dtype=kv_dtype, device=dev).contiguous().realize()
                    for _ in range(cfg.n_layers)]
-    self.positions = Tensor.arange(max_context, device=dev).realize()
+    self.positions = Tensor.arange(rows, device=dev).realize()
     self.output_name = "output.weight" if "output.weight" in weights else "token_embd.weight"  # tied embeddings
     self.embd = EmbeddingRows(weights.f, "token_embd.weight")
     self.bias = {n: weights[n] for n in weights.tensors if n.endswith(".bias")}
@@ -289,7 +295,13 @@ class Transformer:
     B, H, KV, D = 1, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim
     q, k, v = self.linears(x, (p + "attn_q.weight", p + "attn_k.weight", p + "attn_v.weight"))
     q, k, v = q.reshape(B, T, H, D).transpose(1, 2), k.reshape(B, T, KV, D).transpose(1, 2), v.reshape(B, T, KV, D).transpose(1, 2)
-    if cfg.qk_norm:
+    if cfg.qk_norm and T == 1:
+      # decode: the heads' norm factors realized first (two small kernels, one per part of the cat). Fused into the RoPE kernels
+      # (q's, the cache write's) each factor was recomputed for every element of its head (Gemma 3 270M, thread clock: 73 + 132
+      # us a layer, vs 16 + 16 and 2 x 17 for the factors)
+      inv = (q.square().mean(-1, keepdim=True).cat(k.square().mean(-1, keepdim=True), dim=1) + cfg.norm_eps).rsqrt().contiguous()
+      q, k = q * inv[:, :H] * self.w[p + "attn_q_norm.weight"], k * inv[:, H:] * self.w[p + "attn_k_norm.weight"]
+    elif cfg.qk_norm:
       q = rms_norm(q, self.w[p + "attn_q_norm.weight"], cfg.norm_eps)
       k = rms_norm(k, self.w[p + "attn_k_norm.weight"], cfg.norm_eps)
     cos, sin = self.rope[cfg.layer_rope_base(i)]
@@ -302,21 +314,33 @@ class Transformer:
     if T > 1:
       keys, vals = cache[0, :, :S].unsqueeze(0), cache[1, :, :S].unsqueeze(0)   # (1, KV, S, D)
       return self.linear(self.prefill_attend(i, q, keys, vals, start_pos), p + "attn_output.weight")
-    G = H // KV
-    kpos = self.positions[:S].reshape(1, 1, 1, S)
-    qpos = (self.positions[start_pos:start_pos + T]).reshape(1, 1, T, 1)
-    ok = kpos <= qpos
-    if cfg.is_sliding(i): ok = ok & (kpos > qpos - cfg.sliding_window)
-    # decode: each query head reads its kv head through a broadcast view, so every attention kernel's outer loop runs over
-    # all H heads and splits evenly across cores (over the kv heads it was 2:1 for SmolLM2's 3, one core for Gemma 3's 1)
-    keys, vals = (cache[j, :, :S].unsqueeze(1).expand(KV, G, S, D).reshape(B, H, S, D) for j in (0, 1))
-    scores = (q @ keys.transpose(-1, -2)) * cfg.attn_scale                     # (1, H, 1, S)
-    scores = ok.where(scores, float("-inf")) if cfg.is_sliding(i) else scores
-    # the probabilities realized (one kernel: the row max and sum fuse into it): else the product with the values
-    # recomputes each exp once per output element (head_dim times)
-    attn = scores.softmax(-1).contiguous() @ vals                              # (1, H, 1, D)
-    out = attn.reshape(B, H, T, D).transpose(1, 2).reshape(B, T, H * D)
-    return self.linear(out, p + "attn_output.weight")
+    return self.linear(self.decode_attend(i, q, start_pos).reshape(B, T, H * D), p + "attn_output.weight")
+
+  def decode_attend(self, i: int, q: Tensor, start_pos: int | UOp) -> Tensor:
+    """One position's attention: q (1, H, 1, D) against the cache's positions 0..start_pos -> (H, D). The cache is read in
+    whole ATTN_BLOCKs, (blocks, ATTN_BLOCK) with the block count symbolic: the kernels' inner position axis is then a constant
+    the heuristic vectorizes (a symbolic axis can't be upcast) and positions past start_pos in the last block are masked. Four
+    kernels: the raw scores q.k; exp(scores - their max) (the mask and the max fuse into it, each exp computed once); the exps'
+    row sums; the weighted sum of the values over the row sum, the normalization applied to the D outputs, not the S
+    probabilities. Each query head reads its kv head through a broadcast view, so every kernel's outer loop runs over all H
+    heads and splits evenly across cores (over the kv heads it was 2:1 for SmolLM2's 3, one core for Gemma 3's 1)."""
+    cfg = self.cfg
+    H, KV, D, BLK = cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, ATTN_BLOCK
+    G, NB = H // KV, start_pos // BLK + 1
+    blocks = self.caches[i].reshape(2, KV, self.cache_rows // BLK, BLK, D)[:, :, :NB]
+    nb = blocks.shape[2]
+    keys, vals = (blocks[j].unsqueeze(1).expand(KV, G, nb, BLK, D).reshape(H, nb, BLK, D) for j in (0, 1))
+    kpos = self.positions.reshape(self.cache_rows // BLK, BLK)[:NB]
+    ok = kpos <= start_pos
+    if cfg.is_sliding(i): ok = ok & (kpos > start_pos - cfg.sliding_window)
+    # the raw products realized, masked and scaled by their consumer: masked inside the reduce's kernel they were slower
+    raw = (q.reshape(H, 1, 1, D) * keys).sum(-1).contiguous()                  # (H, nb, BLK)
+    scores = ok.where(raw * cfg.attn_scale, float("-inf"))
+    e = (scores - scores.max((-2, -1), keepdim=True)).exp().contiguous()
+    # the row sums in a kernel of their own: fused into the weighted sum they were redone for each of its D outputs (SmolLM2 at
+    # start_pos 1000: 222 us a layer on one core, vs 120 + 18); the result realized, else the division is left to the output
+    # projection's loads
+    return ((e.unsqueeze(-1) * vals).sum((-3, -2)) / e.sum((-2, -1)).unsqueeze(-1).contiguous()).contiguous()
 
   def prefill_attend(self, i: int, q: Tensor, keys: Tensor, vals: Tensor, start_pos: int | UOp) -> Tensor:
     """Attention of a chunk of T > 1 positions: q (1, H, T, D) against the cache's keys and values (1, KV, S, D) of positions
