@@ -144,6 +144,14 @@ class Weights:
         if len(same) >= 2 and first.format.dequantize not in PLAIN_DTYPES: out[min(same, key=list(self.f.tensors).index)] = tuple(same)
     return out
 
+  @staticmethod
+  def _interleave(blocks: Tensor, rows: int) -> Tensor:
+    """The (n_blocks, block_bytes) blocks of a `rows`-row matrix, already on the device, realized in the ROW_LANES layout
+    (`row_lanes_view`) by a kernel; a model's weights are read from the file straight into it (`_read_interleaved`)."""
+    if rows % ROW_LANES: return blocks.contiguous().realize()
+    n, width = blocks.shape
+    return row_lanes_view(blocks.reshape(rows // ROW_LANES, ROW_LANES, n // rows * width).permute(0, 2, 1).contiguous().realize(), width)
+
   def _read_interleaved(self, names: tuple[str, ...], rows: int) -> Tensor:
     """The blocks of the quantized matrices `names` (one row length), their rows concatenated (`rows` in all), as one realized
     buffer in the ROW_LANES layout (`row_lanes_view`) read from the file straight into it: a staging slab of whole rows (~512 KB)
