@@ -164,3 +164,18 @@ def test_host_read_of_a_view_during_a_capture():
     out = f(Tensor(x)).numpy()
     np.testing.assert_allclose(out, (x + 1) * 2)
   for i, v in enumerate(seen): np.testing.assert_allclose(v, (np.arange(12, dtype=np.float32).reshape(4, 3) + i + 1).T)
+
+def test_bare_buffer_kept_across_a_capture():
+  # code may hold a Buffer without its BUFFER uop (Tensor._buffer(), then the tensor dropped): the capture frees a first-written
+  # buffer's memory only once nothing outside it holds the Buffer, so the held one keeps its memory and its contents
+  kept: list = []
+  @TinyJit
+  def f(x: Tensor) -> Tensor:
+    y = (x + 1).realize()
+    kept.append(y._buffer())
+    del y  # its uop dies: only the bare Buffer names the memory now
+    z = (x * 3).realize()  # same size: it would get the freed memory
+    return (z * 2).realize()
+  xs = [np.arange(64, dtype=np.float32) + i for i in range(3)]
+  for x in xs: np.testing.assert_allclose(f(Tensor(x)).numpy(), x * 6)
+  for i, b in enumerate(kept): np.testing.assert_allclose(np.frombuffer(b.as_buffer(), dtype=np.float32), xs[i] + 1, err_msg=f"call {i}")

@@ -32,28 +32,53 @@ class Capture:
   """What one capture records: (runner or "copy", buffers, var_vals) per step, in order (`items`).
 
   A buffer the capture writes before it reads it whose BUFFER uop dies mid-capture can't be named by anything later in the
-  trace: its memory goes back to the allocator at once (the next layer's intermediates of the same sizes reuse it), so the
-  capture's peak is about one layer's intermediates, not the whole step's. `_plan_captured` gives such buffers memory again."""
+  trace: once nothing outside the capture holds the `Buffer` either, its memory goes back to the allocator (the next layer's
+  intermediates of the same sizes reuse it), so the capture's peak is about one layer's intermediates, not the whole step's.
+  Code that still holds the bare Buffer (a host read through `Tensor._buffer()`) keeps it: the capture lets go of its own
+  references, then looks whether the Buffer is still alive. `_plan_captured` gives the released ones memory again."""
   def __init__(self) -> None:
     self.items: list[tuple[Any, list[Buffer], dict[str, int]]] = []
     self.first_written: dict[int, bool] = {}  # id(buffer) -> its first use in the capture is as an output (slot 0)
+    self._spots: dict[int, list[tuple[int, int]]] = {}  # id(first-written buffer) -> its (item, position)s in `items`
+    self._dead: list[int] = []  # first-written buffers whose uop died: released at the next `settle`
     self._watches: list[weakref.finalize] = []
   def record(self, item: tuple[Any, list[Buffer], dict[str, int]], uops: tuple[UOp, ...]) -> None:
     self.items.append(item)
     for pos, (b, u) in enumerate(zip(item[1], uops)):
+      if (spots := self._spots.get(id(b))) is not None: spots.append((len(self.items) - 1, pos))
       if id(b) in self.first_written: continue
       self.first_written[id(b)] = pos == 0
-      if pos == 0: self._watches.append(weakref.finalize(u, _release, b))
+      if pos == 0:
+        self._spots[id(b)] = [(len(self.items) - 1, pos)]
+        # the finalizer names the buffer by id: holding it in its arguments would keep it alive; it fires before the uop's entry
+        # in `realize.buffers` (which holds the Buffer too) is gone, so the release waits for the next settle
+        self._watches.append(weakref.finalize(u, self._dead.append, id(b)))
+  def settle(self) -> None:
+    """Release the first-written buffers whose uops died, unless something outside the capture still holds the Buffer: each one's
+    places in `items` get an unallocated twin (same device, size, dtype, view), and the Buffer, if nothing else held it, is gone
+    with its memory. Called before the capture runs more kernels (run_schedule) and when it ends."""
+    while self._dead:
+      key = self._dead.pop()
+      spots = self._spots[key]
+      i, pos = spots[0]
+      b = self.items[i][1][pos]
+      if not b.is_allocated() or b.allocated_views or not (b.is_view or b._owned): continue  # nothing to give back (or not ours to)
+      twin, base, alive = Buffer(b.device, b.size, b.dtype, options=None if b.is_view else b.options, base=b._base, offset=b.offset), b._base, weakref.ref(b)
+      for i, pos in spots: self.items[i][1][pos] = twin
+      del b
+      if (b := alive()) is not None:  # held outside the capture: it keeps its memory and its places
+        for i, pos in spots: self.items[i][1][pos] = b
+        continue
+      del self._spots[key], self.first_written[key]
+      self._spots[id(twin)], self.first_written[id(twin)] = spots, True
+      # an arena (schedule/memory.py) whose views are all freed gives its memory back too
+      if base is not None and base in arenas and base.is_allocated() and not base.allocated_views: base.deallocate()
   def close(self) -> None:
     """Stop releasing: what the capture's uops still name after it is needed by the replays (outputs, held buffers)."""
+    self.settle()
     for w in self._watches: w.detach()
     self._watches.clear()
-
-def _release(b: Buffer) -> None:
-  """Free a captured buffer's memory (an arena's once none of its views is allocated); the Buffer stays in the capture."""
-  if not b.is_allocated() or b.allocated_views: return
-  b.deallocate()
-  if b.is_view and (a := b.base) in arenas and a.is_allocated() and not a.allocated_views: a.deallocate()
+    self._dead.clear()
 
 # while a function is being captured, run_schedule records its steps here
 capturing: list[Capture] = []

@@ -78,11 +78,12 @@ def plan_memory(items: list[ScheduleItem], intermediates: set[UOp]) -> None:
 
 def run_schedule(items: list[ScheduleItem], var_vals: dict[str, int] | None = None, intermediates: set[UOp] | None = None) -> None:
   """Run the items in order. `intermediates`: buffers only these items use (the memory planner may share their memory)."""
+  from tg_core.engine.jit import capturing
+  if capturing: capturing[-1].settle()  # a capture's buffers that died since its last kernels give their memory back first
   if intermediates: plan_memory(items, intermediates)
   for si in items:
     bufs = [buffer_of(b) for b in si.bufs]
     st = time.perf_counter()
-    from tg_core.engine.jit import capturing
     if si.ast.op is Ops.COPY:
       bufs[0].copy_from(bufs[1])
       if capturing: capturing[-1].record(("copy", bufs, {}), si.bufs)

@@ -49,9 +49,10 @@ done:
 
 @functools.cache
 def replay_loop() -> CPUProgram:
-  """The compiled loop over a table of kernels, compiled and loaded once per process."""
+  """The compiled loop over a table of kernels, loaded once per process. Cached on disk like a kernel: compiling it in a process
+  whose kernels all come from the cache would start LLVM's code generator for it alone (+28 MB resident for the process's life)."""
   from tg_cpu_x86.device import _compiler
-  return CPUProgram("CPU", "replay_loop", _compiler().compile(REPLAY_LOOP_IR))
+  return CPUProgram("CPU", "replay_loop", _compiler().compile_cached(REPLAY_LOOP_IR))
 
 @dataclass
 class _Kernel:

@@ -50,3 +50,30 @@ def test_interleave_keeps_the_blocks():
   raw = _blocks("Q4_K", 16, 512)
   t = Weights._interleave(Tensor(raw, device="CPU").realize(), 16)
   np.testing.assert_array_equal(t.numpy(), raw)
+
+def test_weights_read_from_the_file_into_the_lanes(tmp_path):
+  """Weights reads each quantized matrix from the file straight into its ROW_LANES layout (a fused group's members' rows
+  concatenated, the reads crossing its staging slabs and the members' ends): viewed back, every member is its stored blocks,
+  and the buffer is what the kernel interleave makes of them."""
+  from gguf import GGUFWriter
+  from tg_gguf.reader import GGUFFile
+  cols = 256 * 64  # Q4_K rows of 9216 bytes: a slab holds 56 rows, the 136 rows of the q/k/v group take three
+  shapes = {"blk.0.attn_q.weight": 64, "blk.0.attn_k.weight": 32, "blk.0.attn_v.weight": 40, "blk.0.ffn_down.weight": 12}
+  raws = {n: _blocks("Q4_K", r, cols) for n, r in shapes.items()}
+  w = GGUFWriter(tmp_path / "m.gguf", "llama")
+  w.add_block_count(1)
+  for n, raw in raws.items(): w.add_tensor(n, raw.reshape(shapes[n], -1), raw_dtype=Q.Q4_K)
+  w.write_header_to_file()
+  w.write_kv_data_to_file()
+  w.write_tensors_to_file()
+  w.close()
+  ws = Weights(GGUFFile(tmp_path / "m.gguf"), "CPU")
+  assert list(ws.fused) == ["blk.0.attn_q.weight"] and ws.fused["blk.0.attn_q.weight"][0] == tuple(list(shapes)[:3])
+  for n, raw in raws.items(): np.testing.assert_array_equal(ws.packed[n].numpy(), raw, err_msg=n)
+  group = np.concatenate([raws[n] for n in list(shapes)[:3]])
+  lanes = Weights._interleave(Tensor(group, device="CPU").realize(), 136)
+  np.testing.assert_array_equal(_base_bytes(ws.packed["blk.0.attn_q.weight"]), _base_bytes(lanes))
+
+def _base_bytes(t: Tensor) -> np.ndarray:
+  from tg_core.engine.realize import buffer_of
+  return np.frombuffer(buffer_of(t.uop.base).as_buffer(), dtype=np.uint8)

@@ -404,11 +404,19 @@ class GGUFFile:
     buf = buffer_of(out.uop.base)
     try: mv, bounce = buf.as_buffer(force_zero_copy=True), False
     except RuntimeError: mv, bounce = memoryview(bytearray(info.nbytes)), True
-    for i, (start, size) in enumerate(zip(self.starts, self.sizes)):
-      lo, hi = max(info.offset, start), min(info.offset + info.nbytes, start + size)
-      if lo < hi: _pread_exact(self.paths[i], mv[lo - info.offset:hi - info.offset], lo - start)
+    self.read_bytes(info.name, 0, mv)
     if bounce: buf.copyin(mv)
     return out
+
+  def read_bytes(self, name: str, start: int, out: memoryview) -> None:
+    """Fill `out` with bytes start..start+len(out) of tensor `name`'s stored data, read with os.preadv (no file pages stay resident)."""
+    info = self._info(name)
+    if not 0 <= start <= start + out.nbytes <= info.nbytes:
+      raise GGUFTensorError(f"{self.name}: bytes {start}..{start + out.nbytes} are outside tensor {name!r}'s {info.nbytes} bytes")
+    first, last = info.offset + start, info.offset + start + out.nbytes
+    for i, (cs, size) in enumerate(zip(self.starts, self.sizes)):
+      lo, hi = max(first, cs), min(last, cs + size)
+      if lo < hi: _pread_exact(self.paths[i], out[lo - first:hi - first], lo - cs)
 
   def tensor(self, name: str, device: str | None = None) -> Tensor:
     """Tensor `name` in its float (or stored int) dtype and numpy-order shape; realizing it (or what consumes it) dequantizes it."""

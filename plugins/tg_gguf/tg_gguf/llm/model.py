@@ -15,6 +15,7 @@ import numpy as np
 
 from tg_core import Tensor, dtypes
 from tg_core.device import Device, LRUAllocator
+from tg_core.engine.realize import buffer_of
 from tg_core.dtype import DType
 from tg_core.uop import Ops
 from tg_core.uop.ops import UOp
@@ -79,7 +80,7 @@ def config_from_metadata(md: dict[str, Any]) -> ModelConfig:
 # so a matvec's inner loop runs over one group and decodes its scale once (Q4_K 640x1024: 2.4x, Q6_K 640x2048: 1.7x)
 SCALE_GROUP = {"Q2_K": 16, "Q3_K": 16, "Q4_K": 32, "Q5_K": 32, "Q6_K": 16}
 
-# a quantized matrix is held with this many rows interleaved byte by byte (Weights._interleave): a matvec then runs that many rows in
+# a quantized matrix is held with this many rows interleaved byte by byte (row_lanes_view): a matvec then runs that many rows in
 # the vector lanes (tg_core's heuristic: _row_lanes_reduce), each load reads a byte of every lane's row, and each row's fp16 scales
 # are decoded once per vector of rows where they were decoded by scalar ops row by row (AVX2: 8 fp32 lanes)
 ROW_LANES = 8
@@ -87,6 +88,13 @@ ROW_LANES = 8
 # decode attention reads the KV cache in blocks of this many positions (Transformer.decode_attend): a constant inner axis the kernels
 # vectorize; the cache's rows are rounded up to whole blocks
 ATTN_BLOCK = 16
+
+def row_lanes_view(lanes: Tensor, block_bytes: int) -> Tensor:
+  """The ROW_LANES layout: a matrix of `rows` rows of `row_bytes` bytes each is held as a (rows / ROW_LANES, row_bytes, ROW_LANES)
+  buffer, byte j of row g * ROW_LANES + l at [g, j, l] (Weights._read_interleaved fills it). Viewed back here as its (n_blocks,
+  block_bytes) blocks in their own order: every consumer sees the file's blocks, a matvec reads a byte of ROW_LANES rows per load."""
+  groups, row_bytes, _ = lanes.shape
+  return lanes.permute(0, 2, 1).reshape(groups * ROW_LANES * row_bytes // block_bytes, block_bytes)
 
 # matrices of a layer that read the same input: one matvec over their rows concatenated (when they share a quant format)
 FUSED_GROUPS = (("attn_q", "attn_k", "attn_v"), ("ffn_gate", "ffn_up"))
@@ -108,33 +116,28 @@ class Weights:
       if info.format.dequantize in PLAIN_DTYPES:
         self.tensors[name] = f.read_plain(name, device).cast(dtypes.float32).contiguous().realize()
       elif name in groups:
-        # each member read with os.preadv (no file pages left resident), then joined: the members' copies live one group at a time
-        reads = [f.read_raw(n, device) for _, n in groups[name]]
         members = groups[name]
-        fmt, rows, cols = info.format, sum(f.tensors[n].shape[0] for _, n in members), info.shape[1]
-        whole = self._interleave(reads[0].cat(*reads[1:]), rows)
-        del reads
+        fmt, rows, cols = info.format, sum(f.tensors[n].shape[0] for n in members), info.shape[1]
+        whole = self._read_interleaved(members, rows)
         fused = self._blocked(whole, fmt, rows, cols)
-        self.fused[members[0][1]] = (tuple(n for _, n in members), fused)
+        self.fused[members[0]] = (members, fused)
         # each member's views are row ranges of the group's dequantize graph: one graph per group (~70 UOps a weight, ~0.5 KB each)
         start, row = 0, 0
-        for raw, n in members:
-          self.packed[n] = whole[start:start + raw.shape[0]]
+        for n in members:
+          self.packed[n] = whole[start:start + f.tensors[n].n_blocks]
           r = f.tensors[n].shape[0]
           self.blocked[n] = fused[row:row + r]
           self.tensors[n] = self.blocked[n].reshape(r, cols)
-          start, row = start + raw.shape[0], row + r
+          start, row = start + f.tensors[n].n_blocks, row + r
       elif name not in self.packed:
-        raw = f.read_raw(name, device)
-        self._add(name, self._interleave(raw, info.shape[0]) if len(info.shape) == 2 else raw)
-        del raw
+        self._add(name, self._read_interleaved((name,), info.shape[0]) if len(info.shape) == 2 else f.read_raw(name, device))
       if progress is not None: progress(i + 1, len(f.tensors))
-    # the reads the interleaving copied from were freed into the allocator's reuse cache: give that memory back
+    # what loading freed (a copy a plain tensor's cast made) stays in the allocator's reuse cache: give that memory back
     if isinstance(al := Device[device].allocator, LRUAllocator): al.free_cache()
 
-  def _groups(self) -> dict[str, list[tuple[Tensor, str]]]:
-    """The first tensor of each fusable group -> [(its raw blocks, name)] for the members that share its format and row length."""
-    out: dict[str, list[tuple[Tensor, str]]] = {}
+  def _groups(self) -> dict[str, tuple[str, ...]]:
+    """The first tensor of each fusable group -> the names of the members that share its format and row length, in row order."""
+    out: dict[str, tuple[str, ...]] = {}
     for layer in range(int(self.f.metadata.get(f"{self.f.metadata.get('general.architecture')}.block_count", 0))):
       for group in FUSED_GROUPS:
         names = [n for g in group if (n := f"blk.{layer}.{g}.weight") in self.f.tensors]
@@ -142,18 +145,49 @@ class Weights:
         first = self.f.tensors[names[0]]
         same = [n for n in names if self.f.tensors[n].format is first.format and len(self.f.tensors[n].shape) == 2 and
                 self.f.tensors[n].shape[1] == first.shape[1]]
-        if len(same) >= 2 and first.format.dequantize not in PLAIN_DTYPES:
-          out[min(same, key=list(self.f.tensors).index)] = [(self.f.raw(n, self.device), n) for n in same]
+        if len(same) >= 2 and first.format.dequantize not in PLAIN_DTYPES: out[min(same, key=list(self.f.tensors).index)] = tuple(same)
     return out
 
   @staticmethod
   def _interleave(blocks: Tensor, rows: int) -> Tensor:
-    """The (n_blocks, block_bytes) blocks of a `rows`-row matrix, realized with ROW_LANES rows interleaved byte by byte and viewed
-    back in their own order: every consumer sees the same blocks, a matvec reads the bytes of ROW_LANES rows in one load."""
+    """The (n_blocks, block_bytes) blocks of a `rows`-row matrix, already on the device, realized in the ROW_LANES layout
+    (`row_lanes_view`) by a kernel; a model's weights are read from the file straight into it (`_read_interleaved`)."""
     if rows % ROW_LANES: return blocks.contiguous().realize()
     n, width = blocks.shape
-    lanes = blocks.reshape(rows // ROW_LANES, ROW_LANES, n // rows * width).permute(0, 2, 1).contiguous().realize()
-    return lanes.permute(0, 2, 1).reshape(n, width)
+    return row_lanes_view(blocks.reshape(rows // ROW_LANES, ROW_LANES, n // rows * width).permute(0, 2, 1).contiguous().realize(), width)
+
+  def _read_interleaved(self, names: tuple[str, ...], rows: int) -> Tensor:
+    """The blocks of the quantized matrices `names` (one row length), their rows concatenated (`rows` in all), as one realized
+    buffer in the ROW_LANES layout (`row_lanes_view`) read from the file straight into it: a staging slab of whole rows (~512 KB)
+    at a time is read with os.preadv and scattered into the buffer by one strided numpy copy. No second copy of a weight ever
+    exists (realizing the file's blocks, then interleaving them with a kernel, held each weight twice while it loaded)."""
+    f, infos = self.f, [self.f.tensors[n] for n in names]
+    fmt, row_bytes = infos[0].format, infos[0].nbytes // infos[0].shape[0]
+    if rows % ROW_LANES:  # not interleaved: the blocks as they are stored
+      return f.read_raw(names[0], self.device) if len(names) == 1 else Tensor.cat(*(f.read_raw(n, self.device) for n in names)).realize()
+    lanes = Tensor.empty(rows // ROW_LANES, row_bytes, ROW_LANES, dtype=dtypes.uint8, device=self.device).realize()
+    buf = buffer_of(lanes.uop.base)
+    try: flat, bounce = np.frombuffer(buf.as_buffer(force_zero_copy=True), dtype=np.uint8), False
+    except RuntimeError: flat, bounce = np.empty(buf.nbytes, dtype=np.uint8), True  # memory the host can't write: filled here, copied in
+    dst = flat.reshape(rows // ROW_LANES, row_bytes, ROW_LANES)
+    slab_rows = max(1, (1 << 19) // (row_bytes * ROW_LANES)) * ROW_LANES
+    stage = np.empty(slab_rows * row_bytes, dtype=np.uint8)
+    filled, out_row = 0, 0
+    def flush() -> None:
+      nonlocal filled, out_row
+      g, n = out_row // ROW_LANES, filled // ROW_LANES
+      dst[g:g + n] = stage[:filled * row_bytes].reshape(n, ROW_LANES, row_bytes).transpose(0, 2, 1)
+      out_row, filled = out_row + filled, 0
+    for name, info in zip(names, infos):
+      done = 0
+      while done < info.shape[0]:
+        n = min(slab_rows - filled, info.shape[0] - done)
+        f.read_bytes(name, done * row_bytes, memoryview(stage)[filled * row_bytes:(filled + n) * row_bytes])
+        filled, done = filled + n, done + n
+        if filled == slab_rows: flush()
+    if filled: flush()
+    if bounce: buf.copyin(memoryview(flat))
+    return row_lanes_view(lanes, fmt.block_bytes)
 
   @staticmethod
   def _blocked(packed: Tensor, fmt: Any, rows: int, cols: int) -> Tensor:
