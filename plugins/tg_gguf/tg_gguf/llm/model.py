@@ -264,12 +264,14 @@ class Transformer:
     The decode is realized before the matmul is built, and every caller realizes the product before the next decode overwrites
     the buffer. x is made contiguous first: a norm fused into the matmul's loads is redone for every output column."""
     N, K = wb.shape[0], wb.numel() // wb.shape[0]
-    w = wb.reshape(N, K)
     if N % PANEL == 0:
-      self.scratch[:N * K].assign(w.reshape(N // PANEL, PANEL, K).permute(0, 2, 1).reshape(N * K)).realize()
+      # written through the blocked shape (panel, block, scale group, element, panel column): the decode kernel's innermost loop
+      # runs over a scale group's elements, so tg emits each block's scales (fp16 decoded with integer ops) once, outside it; a
+      # flat (N * K) target was one loop that decoded both scales again for every 8 outputs (~75 instructions per 8 floats)
+      self.scratch[:N * K].reshape(N // PANEL, *wb.shape[1:], PANEL).assign(wb.reshape(N // PANEL, PANEL, *wb.shape[1:]).permute(0, 2, 3, 4, 1)).realize()
       b = self.scratch[:N * K].reshape(N // PANEL, K, PANEL).permute(1, 0, 2).reshape(K, N)
     else:
-      self.scratch[:N * K].assign(w.T.reshape(N * K)).realize()
+      self.scratch[:N * K].assign(wb.reshape(N, K).T.reshape(N * K)).realize()
       b = self.scratch[:N * K].reshape(K, N)
     x = x if x.uop.op is Ops.CONTIGUOUS else x.contiguous()  # (a second CONTIGUOUS would be a copy kernel)
     return x @ b
