@@ -93,26 +93,31 @@ class GGUFLLM:
     # chunk size -> (its step's TinyJit, start_pos, index of the last real token); a long chunk only where the cache holds one
     self._prefills = {size: (TinyJit(self._step), Variable("start_pos", 0, cache_len - size), Variable("last", 0, size - 1))
                       for size in (PREFILL_CHUNK, PREFILL_LONG_CHUNK) if size <= cache_len}
+    # a prefill chunk's step returns the residual row at `last`; the logits of the last chunk's come from `_head_jit` (the
+    # output matrix is the largest: Gemma 3's 262144 x 640, a matvec that the earlier chunks of a long prompt skip)
+    self._head_jit = TinyJit(self._head)
     self._sp_decode = Variable("start_pos", 0, cache_len - 1)
     self._decode_jit = TinyJit(self._step)
 
   def _step(self, rows: Tensor, start_pos: Any, last: Any = None) -> Tensor:
-    return self.model.forward(self.model.embed(rows), start_pos, last).realize()
+    return self.model.forward(self.model.embed(rows), start_pos, last, logits=last is None).realize()
+
+  def _head(self, row: Tensor) -> Tensor: return self.model.head(row).realize()
 
   def prefill(self, ids: Sequence[int], start: int) -> np.ndarray:
     """Runs ids at positions start.. through the model (chunks of PREFILL_LONG_CHUNK, then PREFILL_CHUNK) -> the logits after the
     last one. A long chunk pads fewer than PREFILL_CHUNK positions, so it ends inside the cache's room for a padded short one."""
-    logits, c = None, 0
+    row, c = None, 0
     while c < len(ids):
       size = PREFILL_LONG_CHUNK if len(ids) - c > PREFILL_LONG_CHUNK - PREFILL_CHUNK and PREFILL_LONG_CHUNK in self._prefills else PREFILL_CHUNK
       jit, start_pos, last = self._prefills[size]
       chunk = list(ids[c:c + size])
       n = len(chunk)
       rows = self.model.embed_rows(chunk + [chunk[-1]] * (size - n))
-      logits = jit(rows, start_pos.bind(start + c), last.bind(n - 1)).numpy()
+      row = jit(rows, start_pos.bind(start + c), last.bind(n - 1))
       c += size
-    assert logits is not None
-    return logits
+    assert row is not None
+    return self._head_jit(row).numpy()
 
   def decode(self, token: int, pos: int) -> np.ndarray:
     return self._decode_jit(self.model.embed_rows([token]), self._sp_decode.bind(pos)).numpy()

@@ -96,6 +96,9 @@ def row_lanes_view(lanes: Tensor, block_bytes: int) -> Tensor:
   groups, row_bytes, _ = lanes.shape
   return lanes.permute(0, 2, 1).reshape(groups * ROW_LANES * row_bytes // block_bytes, block_bytes)
 
+# prefill_matmul's decoded weights are column panels this wide: the fp32 matmul's register tile on AVX2 (16 columns x 6 rows)
+PANEL = 16
+
 # matrices of a layer that read the same input: one matvec over their rows concatenated (when they share a quant format)
 FUSED_GROUPS = (("attn_q", "attn_k", "attn_v"), ("ffn_gate", "ffn_up"))
 
@@ -293,15 +296,25 @@ class Transformer:
     """x (..., T, K) @ W.T for T > 1 tokens, W (N, K) a blocked quantized view (Weights.blocked). Dequantizing inside the matmul
     redoes the decode of every weight element for each of the T rows (SmolLM2 Q4_1 3072x576, T=32: 10 ms on one Zen 3 core); here
     W is decoded once per call into the float32 `scratch` buffer (one bandwidth-bound kernel), then the plain fp32 matmul runs on
-    it. W is decoded transposed, (K, N): the matmul then reads its rows along the output axis it tiles (32x1536x576: 21 -> 46
-    GFLOPS), which outweighs the slower transposing decode (3072x576 Q4_1: 1.3 -> 3.2 ms): a 128-token prefill on one core,
-    transposed vs (N, K), SmolLM2 1.33 vs 1.47 s, Gemma 3 270M 1.45 vs 1.61 s. The decode is realized before the matmul is built,
-    and every caller realizes the product before the next decode overwrites the buffer. x is made contiguous first: a norm fused
-    into the matmul's loads is redone for every output column."""
+    it. W is decoded as (N / PANEL, K, PANEL): column panels as wide as the matmul's register tile, each contiguous over K, viewed
+    as the (K, N) operand. The matmul reads its B operand along the output axis it tiles (decoded (K, N) rather than (N, K):
+    32x1536x576, 21 -> 46 GFLOPS), and a panel's K rows are then adjacent cache lines in a few pages: in a plain (K, N) row-major
+    decode they are N floats apart, 576 pages a panel (TLB misses) and, for N a multiple of 1024, all in one L1 set (one Zen 3
+    core, CPU time, fp32 matmul alone: 128x576x3072 37.5 -> 46.0 GFLOPS, 128x640x4096 42.5 -> 53.0, 128x1536x576 46.7 -> 50.8).
+    The decode is realized before the matmul is built, and every caller realizes the product before the next decode overwrites
+    the buffer. x is made contiguous first: a norm fused into the matmul's loads is redone for every output column."""
     N, K = wb.shape[0], wb.numel() // wb.shape[0]
-    self.scratch[:N * K].assign(wb.reshape(N, K).T.reshape(N * K)).realize()
+    if N % PANEL == 0:
+      # written through the blocked shape (panel, block, scale group, element, panel column): the decode kernel's innermost loop
+      # runs over a scale group's elements, so tg emits each block's scales (fp16 decoded with integer ops) once, outside it; a
+      # flat (N * K) target was one loop that decoded both scales again for every 8 outputs (~75 instructions per 8 floats)
+      self.scratch[:N * K].reshape(N // PANEL, *wb.shape[1:], PANEL).assign(wb.reshape(N // PANEL, PANEL, *wb.shape[1:]).permute(0, 2, 3, 4, 1)).realize()
+      b = self.scratch[:N * K].reshape(N // PANEL, K, PANEL).permute(1, 0, 2).reshape(K, N)
+    else:
+      self.scratch[:N * K].assign(wb.reshape(N, K).T.reshape(N * K)).realize()
+      b = self.scratch[:N * K].reshape(K, N)
     x = x if x.uop.op is Ops.CONTIGUOUS else x.contiguous()  # (a second CONTIGUOUS would be a copy kernel)
-    return x @ self.scratch[:N * K].reshape(K, N)
+    return x @ b
 
   @staticmethod
   def _matvec(x: Tensor, wb: Tensor) -> Tensor:
@@ -338,16 +351,17 @@ class Transformer:
     elif cfg.qk_norm:
       q = rms_norm(q, self.w[p + "attn_q_norm.weight"], cfg.norm_eps)
       k = rms_norm(k, self.w[p + "attn_k_norm.weight"], cfg.norm_eps)
+      # prefill: the norms realized, else the rotation's kernel recomputes a row's norm for each element it writes (Gemma 3 270M,
+      # 128 tokens: 0.44 s a layer for q, 68% of the chunk)
+      if T > 1: q, k = q.contiguous(), k.contiguous()
     cos, sin = self.rope[cfg.layer_rope_base(i)]
     cos, sin = cos[start_pos:start_pos + T], sin[start_pos:start_pos + T]
     # q realized: else the scores kernel recomputes its norm and rotation for every key position
     q, k = apply_rope(q, cos, sin, cfg.rope_interleaved).contiguous(), apply_rope(k, cos, sin, cfg.rope_interleaved)
     cache = self.caches[i]
+    if T > 1: k = k.contiguous()  # prefill: read by the cache write and by the chunk's own scores (prefill_attend)
     cache[:, :, start_pos:start_pos + T].assign(k.reshape(KV, T, D).unsqueeze(0).cat(v.reshape(KV, T, D).unsqueeze(0))).realize()
-    S = start_pos + T
-    if T > 1:
-      keys, vals = cache[0, :, :S].unsqueeze(0), cache[1, :, :S].unsqueeze(0)   # (1, KV, S, D)
-      return self.linear(self.prefill_attend(i, q, keys, vals, start_pos), p + "attn_output.weight")
+    if T > 1: return self.linear(self.prefill_attend(i, q, k, v, start_pos), p + "attn_output.weight")
     return self.linear(self.decode_attend(i, q, start_pos).reshape(B, T, H * D), p + "attn_output.weight")
 
   def decode_attend(self, i: int, q: Tensor, start_pos: int | UOp) -> Tensor:
@@ -376,25 +390,43 @@ class Transformer:
     # projection's loads
     return ((e.unsqueeze(-1) * vals).sum((-3, -2)) / e.sum((-2, -1)).unsqueeze(-1).contiguous()).contiguous()
 
-  def prefill_attend(self, i: int, q: Tensor, keys: Tensor, vals: Tensor, start_pos: int | UOp) -> Tensor:
-    """Attention of a chunk of T > 1 positions: q (1, H, T, D) against the cache's keys and values (1, KV, S, D) of positions
-    0..S-1 -> (1, T, H * D). Each step is its own plain kernel: the scores, their masked row max, exp(scores - max) (each exp
-    computed once), then (exp @ values) / row sums, the normalization applied to the D outputs of a row rather than to its S
-    probabilities. The product keeps its (KV, G*T, D) layout: written straight into (T, H*D) order its output axis mixes
-    heads and head elements, which the matmul heuristic does not tile (SmolLM2, T=128: 10 ms, 2 GFLOPS)."""
+  def prefill_attend(self, i: int, q: Tensor, k: Tensor, v: Tensor, start_pos: int | UOp) -> Tensor:
+    """Attention of a chunk of T > 1 positions: q (1, H, T, D), the chunk's own keys and values k, v (1, KV, T, D), and the
+    cache's positions 0..start_pos-1 -> (1, T, H * D). The keys split in two: the chunk's T (every shape static: its kernels
+    are tiled as plain matmuls, and its causal mask is a constant) and the cache's start_pos before it (a symbolic axis, empty for
+    a prompt's first chunk). One softmax over both: the row max m of the two parts, exp(scores - m) of each (each exp computed
+    once), then (e_chunk @ v + e_past @ v_past) / (row sums), the normalization applied to the D outputs of a row rather than
+    to its probabilities. Over one (KV, start_pos + T) axis (the cache's), SmolLM2's 128-token chunk spent ~0.8 s of 3.3 in
+    attention: its symbolic key axis is not tiled. The products keep their (KV, G*T, .) layout: written straight into (T, H*D)
+    order their output axis mixes heads and head elements, which the matmul heuristic does not tile (SmolLM2, T=128: 10 ms,
+    2 GFLOPS)."""
     cfg = self.cfg
-    B, H, KV, D, T, S = 1, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, q.shape[2], keys.shape[2]
+    B, H, KV, D, T = 1, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, q.shape[2]
     G = H // KV
-    kpos = self.positions[:S].reshape(1, 1, 1, 1, S)
-    qpos = self.positions[start_pos:start_pos + T].reshape(1, 1, 1, T, 1)
-    ok = kpos <= qpos
-    if cfg.is_sliding(i): ok = ok & (kpos > qpos - cfg.sliding_window)
+    qg = q.reshape(B, KV, G * T, D)
+    # the chunk's keys: a causal mask (and the sliding window, for chunks longer than it) on static positions
+    t = Tensor.arange(T, device=self.device)
+    ok_c = t.reshape(1, T) <= t.reshape(T, 1)
+    if cfg.is_sliding(i) and T > cfg.sliding_window: ok_c = ok_c & (t.reshape(1, T) > t.reshape(T, 1) - cfg.sliding_window)
     # the raw products realized in the matmul's own layout (masking them in its store slows it 3x); the mask is redone by
     # the two consumers of each score, the max and the exp
-    raw = (q.reshape(B, KV, G * T, D) @ keys.transpose(-1, -2)).contiguous().reshape(B, KV, G, T, S)
-    scores = ok.where(raw * cfg.attn_scale, float("-inf"))
-    e = (scores - scores.max(-1, keepdim=True)).exp().contiguous().reshape(B, KV, G * T, S)
-    attn = ((e @ vals) / e.sum(-1, keepdim=True)).contiguous()                    # (1, KV, G*T, D)
+    raw_c = (qg @ k.transpose(-1, -2)).contiguous().reshape(B, KV, G, T, T)
+    s_c = ok_c.where(raw_c * cfg.attn_scale, float("-inf"))
+    # the cache's keys before the chunk: all of them precede every query; the sliding window masks the old ones
+    cache = self.caches[i]
+    keys, vals = cache[0, :, :start_pos].unsqueeze(0), cache[1, :, :start_pos].unsqueeze(0)  # (1, KV, start_pos, D)
+    raw_p = (qg @ keys.transpose(-1, -2)).contiguous().reshape(B, KV, G, T, start_pos)
+    s_p = raw_p * cfg.attn_scale
+    if cfg.is_sliding(i):
+      kpos = self.positions[:start_pos].reshape(1, 1, 1, 1, start_pos)
+      qpos = self.positions[start_pos:start_pos + T].reshape(1, 1, 1, T, 1)
+      s_p = (kpos > qpos - cfg.sliding_window).where(s_p, float("-inf"))
+    # the row max: the chunk's part is finite (a query sees its own key), so exp(-inf - m) is 0 where the past is empty or masked
+    m = s_c.max(-1, keepdim=True).maximum(s_p.max(-1, keepdim=True)).contiguous()
+    e_c = (s_c - m).exp().contiguous().reshape(B, KV, G * T, T)
+    e_p = (s_p - m).exp().contiguous().reshape(B, KV, G * T, start_pos)
+    num = e_c @ v + e_p @ vals
+    attn = (num / (e_c.sum(-1, keepdim=True) + e_p.sum(-1, keepdim=True))).contiguous()  # (1, KV, G*T, D)
     return attn.reshape(B, H, T, D).transpose(1, 2).reshape(B, T, H * D)
 
   def ffn(self, i: int, x: Tensor) -> Tensor:
@@ -404,9 +436,11 @@ class Transformer:
     # realized: else every row of ffn_down recomputes the activation of each element it reads
     return self.linear((g * u).contiguous(), p + "ffn_down.weight")
 
-  def forward(self, x: Tensor, start_pos: int | UOp, last: int | UOp | None = None) -> Tensor:
+  def forward(self, x: Tensor, start_pos: int | UOp, last: int | UOp | None = None, logits: bool = True) -> Tensor:
     """x: (1, T, dim) embedded tokens at positions start_pos.. -> (vocab,) float32 logits at index `last` (default T-1) of the
-    chunk. Positions after `last` may be padding: causal masking keeps them out of every earlier position's result."""
+    chunk; with `logits=False` the residual stream's row there, (1, 1, dim), which `head` turns into them (a prefill computes
+    logits only after its last chunk). Positions after `last` may be padding: causal masking keeps them out of every earlier
+    position's result."""
     cfg, T = self.cfg, x.shape[1]
     x = x.realize()
     for i in range(cfg.n_layers):
@@ -421,5 +455,8 @@ class Transformer:
       if cfg.post_norms: h = rms_norm(h, self.w[p + "post_ffw_norm.weight"], cfg.norm_eps)
       x = (x + h).realize()  # the residual stream is realized: else each consumer (norm reduce, matmuls) recomputes what made it
     last = T - 1 if last is None else last
-    x = rms_norm(x[:, last:last + 1], self.w["output_norm.weight"], cfg.norm_eps)
-    return self.linear(x, self.output_name).reshape(cfg.vocab_size)
+    return self.head(x[:, last:last + 1]) if logits else x[:, last:last + 1]
+
+  def head(self, x: Tensor) -> Tensor:
+    """(1, 1, dim) residual row -> (vocab,) logits: the final norm and the output matrix."""
+    return self.linear(rms_norm(x, self.w["output_norm.weight"], self.cfg.norm_eps), self.output_name).reshape(self.cfg.vocab_size)
