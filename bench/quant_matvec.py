@@ -3,7 +3,8 @@ packed weight bytes read vs numpy's fp32 matvec (OpenBLAS sgemv, one thread) of 
 
 A kernel at memory bandwidth reads its packed bytes as fast as sgemv reads fp32 ones (ratio ~1.0); its time per output row is then
 packed/fp32 bytes (Q4_1: 0.16x) of sgemv's. The weights are random blocks with sane fp16 scales (gguf-py checks every result);
-the tg side is Transformer._matvec, the decode step's own expression. Run: DEV=CPU .venv/bin/python bench/quant_matvec.py
+the tg side is Transformer.matvec, the decode step's own expression (the factored form where the format has one, quants.FACTORED;
+the "blocked" column is the dequantized-view matvec, Transformer._matvec, for comparison). Run: DEV=CPU .venv/bin/python bench/quant_matvec.py
 [--threads N] [--only Q4_1,...]"""
 from __future__ import annotations
 import argparse
@@ -34,17 +35,18 @@ n = raw.shape[0]
 for off in {"Q4_0": (0,), "Q4_1": (0, 2), "Q5_0": (0,), "Q8_0": (0,), "Q4_K": (0, 2), "Q6_K": (208,)}[FMT]: raw[:, off:off + 2] = half(0.001, 0.01, n)
 fmt = format_for(int(qt))
 packed = Tensor(raw, device="CPU").realize()
-wb = Weights._blocked(Weights._interleave(packed, ROWS), fmt, ROWS, COLS)
+lanes = Weights._interleave(packed, ROWS)
+wb, fz = Weights._blocked(lanes, fmt, ROWS, COLS), Weights._factored(lanes, fmt, ROWS, COLS)
 x = rng.standard_normal((1, 1, COLS), dtype=np.float32)
 tx = Tensor(x, device="CPU").realize()
 ref = gguf.quants.dequantize(raw, qt).reshape(ROWS, COLS).astype(np.float64) @ x.reshape(COLS).astype(np.float64)
-got = Transformer._matvec(tx, wb).numpy().reshape(ROWS)
-assert np.allclose(got, ref, rtol=1e-3, atol=1e-4 * np.abs(ref).max()), f"{FMT} {ROWS}x{COLS}: max err {np.abs(got - ref).max()}"
+for got in (Transformer.matvec(tx, wb, fz).numpy().reshape(ROWS), Transformer._matvec(tx, wb).numpy().reshape(ROWS)):
+  assert np.allclose(got, ref, rtol=1e-3, atol=1e-4 * np.abs(ref).max()), f"{FMT} {ROWS}x{COLS}: max err {np.abs(got - ref).max()}"
 """
 
-def tg_time(fmt: str, rows: int, cols: int, runs: int, env: dict[str, str]) -> float:
+def tg_time(fmt: str, rows: int, cols: int, runs: int, env: dict[str, str], expr: str = "Transformer.matvec(tx, wb, fz)") -> float:
   code = TG_KERNEL_TIMER + BLOCKS.replace("FMT", repr(fmt)).replace("ROWS", str(rows)).replace("COLS", str(cols))
-  return run_py(code + f"print(tg_time(lambda: Transformer._matvec(tx, wb), {runs}))", env)
+  return run_py(code + f"print(tg_time(lambda: {expr}, {runs}))", env)
 
 def np_time(rows: int, cols: int, runs: int, env: dict[str, str]) -> float:
   return run_py(f"""import numpy as np
@@ -64,15 +66,18 @@ def main() -> None:
   # numpy on one thread: OpenBLAS's idle threads spin, and on a shared machine its 2-thread sgemv measured 10-100x off its best
   np_env = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
   print(f"{cpu_model()}, tg on {args.threads} threads, numpy on 1")
-  print(f"{'format':6s} {'rows x cols':>13s} {'MB':>7s} {'tg us':>9s} {'tg GB/s':>8s} {'np fp32 us':>10s} {'np GB/s':>8s} {'ratio':>6s}  what")
+  print(f"{'format':6s} {'rows x cols':>13s} {'MB':>7s} {'tg us':>9s} {'tg GB/s':>8s} {'np fp32 us':>10s} {'np GB/s':>8s} {'ratio':>6s} "
+        f"{'blocked us':>10s}  what")
   only = set(args.only.split(",")) if args.only else None
   for fmt, rows, cols, what in SHAPES:
     if only and fmt not in only: continue
     elems, nbytes = gguf.GGML_QUANT_SIZES[getattr(gguf.GGMLQuantizationType, fmt)]
     packed = rows * cols // elems * nbytes
     t_tg, t_np = tg_time(fmt, rows, cols, args.runs, env), np_time(rows, cols, args.runs, np_env)
+    t_bl = tg_time(fmt, rows, cols, args.runs, env, "Transformer._matvec(tx, wb)")
     g_tg, g_np = packed / t_tg / 1e9, rows * cols * 4 / t_np / 1e9
-    print(f"{fmt:6s} {f'{rows}x{cols}':>13s} {packed / 1e6:7.2f} {t_tg * 1e6:9.1f} {g_tg:8.2f} {t_np * 1e6:10.1f} {g_np:8.2f} {g_tg / g_np:6.2f}  {what}",
+    print(f"{fmt:6s} {f'{rows}x{cols}':>13s} {packed / 1e6:7.2f} {t_tg * 1e6:9.1f} {g_tg:8.2f} {t_np * 1e6:10.1f} {g_np:8.2f} {g_tg / g_np:6.2f} "
+          f"{t_bl * 1e6:10.1f}  {what}",
           flush=True)
 
 if __name__ == "__main__": main()

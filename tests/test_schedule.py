@@ -3,6 +3,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from tg_core.device import Device
 from tg_core.engine.realize import run_schedule
 from tg_core.tensor import Tensor
 from tg_core.uop import Ops
@@ -93,6 +94,14 @@ def test_reduce_of_reduce_two_kernels():
   t = Tensor(a).sum(1).max(0)
   check_schedule(t, 2)
   np.testing.assert_allclose(t.numpy(), a.sum(1).max(0), rtol=1e-5)
+
+def test_nested_reduce_with_output_rows_one_kernel():
+  # per row and group: a scale times the group's sum, summed over groups (a quantized matvec's factored form). On a CPU the
+  # group sums fuse (each is used once: nothing recomputed); the rows still split across cores
+  w, d, x = rnd(16, 6, 8), rnd(16, 6), rnd(6, 8)
+  t = ((Tensor(x) * Tensor(w)).sum(-1) * Tensor(d)).sum(-1)
+  check_schedule(t, 1 if not Device[Device.DEFAULT].renderer.caps.has_grid else 2)
+  np.testing.assert_allclose(t.numpy(), ((x * w).sum(-1) * d).sum(-1), rtol=1e-5, atol=1e-5)
 
 def test_expand_buffer_one_kernel():
   a, b = rnd(4), rnd(4, 4)

@@ -16,6 +16,8 @@ from tg_core.schedule.rangeify import build_kernel
 
 # 0: every reduction that is expanded or reduced again gets its own kernel (the rule before row-statistic fusion, for A/B runs)
 ROW_REDUCE_FUSION = ContextVar("ROW_REDUCE_FUSION", 1)
+# 0: a reduction reduced again with no broadcast between (a nested reduce) gets its own kernel, as before
+NESTED_REDUCE_FUSION = ContextVar("NESTED_REDUCE_FUSION", 1)
 
 @dataclass(frozen=True)
 class ScheduleItem:
@@ -85,6 +87,11 @@ def _reduce_needs_realize(ctx: ScheduleCtx, r: UOp) -> bool:
     chain.append(c)
     stack.extend(ctx.children.get(c, []))
   if not any(c.op in (Ops.EXPAND, Ops.REDUCE_AXIS) for c in chain): return False
+  # reduced again with no broadcast between (a quantized dot product's per-group sums, then their scaled sum): each of its values
+  # feeds one term of the consumer, so fused it runs once per consumer iteration, nothing recomputed. Not into a consumer with a
+  # single output (a total): its kernel would have no output axis to split across cores, where the inner reduce alone has one
+  if NESTED_REDUCE_FUSION and _output_axes_are_loops(r.device) and not any(c.op is Ops.EXPAND for c in chain) and \
+     all(any(not (isinstance(d, int) and d == 1) for d in c.shape) for c in chain if c.op is Ops.REDUCE_AXIS): return False
   lead = _leading_axes(r)
   return not (ROW_REDUCE_FUSION and _output_axes_are_loops(r.device)) or any(c.shape[:len(lead)] != lead for c in chain)
 

@@ -77,3 +77,33 @@ def test_weights_read_from_the_file_into_the_lanes(tmp_path):
 def _base_bytes(t: Tensor) -> np.ndarray:
   from tg_core.engine.realize import buffer_of
   return np.frombuffer(buffer_of(t.uop.base).as_buffer(), dtype=np.uint8)
+
+@pytest.mark.parametrize("name,rows", [("Q4_0", 16), ("Q4_1", 40), ("Q8_0", 32), ("Q4_1", 12)])
+def test_factored_matvec_matches_gguf_py(name: str, rows: int):
+  """The decode step's factored matvec (per group: scale * sum(q * x) + min * sum(x)): the products in one kernel that runs the
+  interleaved rows in the vector lanes (rows a multiple of ROW_LANES) with the group sums inside it, the sums of x in another."""
+  cols = 512
+  raw = _blocks(name, rows, cols)
+  fmt = format_for(BY_NAME[name].id)
+  packed = Weights._interleave(Tensor(raw, device="CPU").realize(), rows)
+  fz = Weights._factored(packed, fmt, rows, cols)
+  assert fz is not None and (fz.min is None) == (name == "Q8_0"), name
+  x = np.random.default_rng(3).standard_normal((1, 1, cols)).astype(np.float32)
+  y = Transformer.matvec(Tensor(x, device="CPU"), Weights._blocked(packed, fmt, rows, cols), fz)
+  items = y.schedule()
+  kernels = [si for si in items if si.ast.op.name == "SINK"]
+  assert len(kernels) == (1 if fz.min is None else 2), f"{name}: {len(kernels)} kernels"
+  lanes = _row_lanes_reduce(kernels[-1].ast, Device["CPU"].renderer.caps)
+  assert (lanes is not None) == (rows % ROW_LANES == 0), f"{name} {rows} rows: row-lane opts {lanes}"
+  run_schedule(items)
+  ref = gq.dequantize(raw, Q[name]).reshape(rows, cols).astype(np.float64) @ x.reshape(cols).astype(np.float64)
+  np.testing.assert_allclose(y.numpy().reshape(rows), ref, rtol=1e-4, atol=1e-5 * float(np.abs(ref).max()))
+
+@pytest.mark.parametrize("name", ["Q4_0", "Q4_1", "Q8_0"])
+def test_factored_decode_is_the_dequantized_value(name: str):
+  """scale * q + min of quants.FACTORED equals gguf-py's dequantized blocks (exactly: each term is one rounding of the same value)."""
+  from tg_gguf.quants import FACTORED
+  raw = _blocks(name, 8, 512)
+  scale, q, mn = FACTORED[name](Tensor(raw, device="CPU"))
+  got = (scale * q + mn if mn is not None else scale * q).numpy().reshape(raw.shape[0], -1)
+  np.testing.assert_array_equal(got, gq.dequantize(raw, Q[name]).reshape(raw.shape[0], -1))

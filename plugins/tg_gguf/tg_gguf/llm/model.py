@@ -21,6 +21,7 @@ from tg_core.uop import Ops
 from tg_core.uop.ops import UOp
 
 from tg_gguf.llm.api import LLMError
+from tg_gguf.quants import FACTORED
 from tg_gguf.reader import GGUFFile, PLAIN_DTYPES, dequantize_blocks
 
 # GGML rope style per architecture (llama.cpp's LLM_ARCH -> rope type table)
@@ -102,6 +103,14 @@ PANEL = 16
 # matrices of a layer that read the same input: one matvec over their rows concatenated (when they share a quant format)
 FUSED_GROUPS = (("attn_q", "attn_k", "attn_v"), ("ffn_gate", "ffn_up"))
 
+@dataclass(frozen=True)
+class Factored:
+  """A quantized matrix as value = scale * q + min per group of elements: scale, min (rows, blocks, groups, 1) (min None: 0),
+  q (rows, blocks, groups, group elems), views of the packed blocks (quants.FACTORED)."""
+  scale: Tensor
+  q: Tensor
+  min: Tensor | None
+
 class Weights:
   """The model's tensors on `device`: plain ones (F32, F16) copied as they are, quantized ones as realized packed blocks viewed
   through their dequantize ops (the consumer's kernel decodes them). The quantized matrices of a FUSED_GROUPS group that share a
@@ -113,6 +122,9 @@ class Weights:
     self.tensors: dict[str, Tensor] = {}
     self.blocked: dict[str, Tensor] = {}  # quantized matrices as (rows, blocks per row, scale groups, group elems): Transformer.linear
     self.fused: dict[str, tuple[tuple[str, ...], Tensor]] = {}  # first member -> (members, blocked rows of all of them)
+    # quantized matrices of a FACTORED format as (scale, q, min) views (Weights._factored): the decode step's matvec
+    self.factored: dict[str, Factored] = {}
+    self.fused_factored: dict[str, Factored] = {}  # first member of a fused group -> the factored view of all its rows
     groups = self._groups()
     for i, name in enumerate(f.tensors):
       info = f.tensors[name]
@@ -124,12 +136,14 @@ class Weights:
         whole = self._read_interleaved(members, rows)
         fused = self._blocked(whole, fmt, rows, cols)
         self.fused[members[0]] = (members, fused)
+        if (fz := self._factored(whole, fmt, rows, cols)) is not None: self.fused_factored[members[0]] = fz
         # each member's views are row ranges of the group's dequantize graph: one graph per group (~70 UOps a weight, ~0.5 KB each)
         start, row = 0, 0
         for n in members:
           self.packed[n] = whole[start:start + f.tensors[n].n_blocks]
           r = f.tensors[n].shape[0]
           self.blocked[n] = fused[row:row + r]
+          if fz is not None: self.factored[n] = Factored(fz.scale[row:row + r], fz.q[row:row + r], fz.min[row:row + r] if fz.min is not None else None)
           self.tensors[n] = self.blocked[n].reshape(r, cols)
           start, row = start + f.tensors[n].n_blocks, row + r
       elif name not in self.packed:
@@ -197,12 +211,23 @@ class Weights:
     group = SCALE_GROUP.get(fmt.name, fmt.block_elems)
     return dequantize_blocks(packed, fmt).reshape(rows, cols // fmt.block_elems, fmt.block_elems // group, group)
 
+  @staticmethod
+  def _factored(packed: Tensor, fmt: Any, rows: int, cols: int) -> Factored | None:
+    """The (scale, q, min) views of a matrix whose format has a factored decode (quants.FACTORED), else None."""
+    if (f := FACTORED.get(fmt.name)) is None: return None
+    scale, q, mn = f(packed)
+    nb = cols // fmt.block_elems
+    return Factored(scale.reshape(rows, nb, *scale.shape[1:]), q.reshape(rows, nb, *q.shape[1:]),
+                    mn.reshape(rows, nb, *mn.shape[1:]) if mn is not None else None)
+
   def _add(self, name: str, packed: Tensor) -> None:
     info = self.f.tensors[name]
     self.packed[name] = packed
     deq = dequantize_blocks(packed, info.format)
     self.tensors[name] = deq.reshape(info.shape)
-    if len(info.shape) == 2: self.blocked[name] = self._blocked(packed, info.format, *info.shape)
+    if len(info.shape) == 2:
+      self.blocked[name] = self._blocked(packed, info.format, *info.shape)
+      if (fz := self._factored(packed, info.format, *info.shape)) is not None: self.factored[name] = fz
 
   def __contains__(self, name: str) -> bool: return name in self.tensors
   def __getitem__(self, name: str) -> Tensor:
@@ -288,7 +313,8 @@ class Transformer:
     the elements of one scale group, so their scales (fp16 bits decoded with integer ops) are loop-invariant there and hoisted, not
     redone per element (17x faster on a Q4_1 matvec than one flat reduce), and the sums over groups and blocks stay in the same
     kernel (half the time of a second kernel for them, Q4_1 1536x576)."""
-    if (wb := self.w.blocked.get(name)) is not None: y = self._matvec(x, wb) if x.shape[-2] == 1 else self.prefill_matmul(x, wb)
+    if (wb := self.w.blocked.get(name)) is not None:
+      y = self.matvec(x, wb, self.w.factored.get(name)) if x.shape[-2] == 1 else self.prefill_matmul(x, wb)
     else: y = x @ self.w[name].T
     return y + self.bias[b] if (b := name.replace(".weight", ".bias")) in self.bias else y
 
@@ -320,6 +346,17 @@ class Transformer:
   def _matvec(x: Tensor, wb: Tensor) -> Tensor:
     return (x.reshape(*x.shape[:-1], 1, *wb.shape[1:]) * wb).sum((-3, -2, -1))
 
+  @staticmethod
+  def matvec(x: Tensor, wb: Tensor, fz: Factored | None) -> Tensor:
+    """x @ W.T for one token. With W's factored view: sum over groups of scale * (sum of q * x) + min * (sum of x), one kernel whose
+    inner loop over a group's elements is a multiply-add per element (the dequantized form adds a multiply and an add); the group
+    sums of x are a small kernel of their own. Otherwise the blocked dequantized view (_matvec)."""
+    if fz is None: return Transformer._matvec(x, wb)
+    xr = x.reshape(*x.shape[:-1], 1, *fz.q.shape[1:])
+    dots = (xr * fz.q).sum(-1, keepdim=True) * fz.scale
+    if fz.min is not None: dots = dots + xr.sum(-1, keepdim=True) * fz.min
+    return dots.sum((-3, -2, -1))
+
   def linears(self, x: Tensor, names: tuple[str, ...]) -> list[Tensor]:
     """[linear(x, n) for n in names], realized: the members of a fused group (Weights.fused) come from one kernel."""
     out: list[Tensor] = []
@@ -327,7 +364,7 @@ class Transformer:
       name = names[len(out)]
       if (fz := self.w.fused.get(name)) is not None and fz[0] == names[len(out):len(out) + len(fz[0])]:
         # realized here: its parts' consumers are scheduled apart
-        y = (self._matvec(x, fz[1]) if x.shape[-2] == 1 else self.prefill_matmul(x, fz[1])).contiguous().realize()
+        y = (self.matvec(x, fz[1], self.w.fused_factored.get(name)) if x.shape[-2] == 1 else self.prefill_matmul(x, fz[1])).contiguous().realize()
         start = 0
         for n in fz[0]:
           rows = self.w.f.tensors[n].shape[0]
