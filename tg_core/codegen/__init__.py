@@ -89,6 +89,10 @@ def _vector_dtypes(ren: Renderer) -> set | None:
   """The dtypes the expander may make vectors of: the target's native ones (and the weak index int), None without vector_upcast."""
   return (set(ren.caps.native_dtypes) - emulated_dtypes(ren)) | {dtypes.weakint} if ren.caps.vector_upcast else None
 
+def simplified_kernel(ast: UOp) -> UOp:
+  """The kernel AST as the opts see it: its index arithmetic simplified, and index math its validity implies dropped."""
+  return graph_rewrite(graph_rewrite(ast, _symbolic(), name="simplify kernel"), pm_index_given_valid, name="index given valid")
+
 def full_rewrite_to_sink(ast: UOp, ren: Renderer, opts: list[Opt] | None = None) -> UOp:
   """Kernel AST -> the program the linearizer orders, for `ren`. One named pass per line, in order:
   simplify the index arithmetic; drop index math its validity implies; apply the opts (`opts`, else the kernel's own or
@@ -98,8 +102,7 @@ def full_rewrite_to_sink(ast: UOp, ren: Renderer, opts: list[Opt] | None = None)
   int -> int32/int64; approximate the EXP2/LOG2/SIN the target lacks (caps.native_transcendentals); emulate the small
   floats it lacks (caps.native_dtypes); the renderer's own rules (caps.extra_matcher). With SPEC the result is checked
   against spec_program."""
-  sink = graph_rewrite(ast, _symbolic(), name="simplify kernel")
-  sink = graph_rewrite(sink, pm_index_given_valid, name="index given valid")
+  sink = simplified_kernel(ast)
   sink = apply_opts(sink, check_opts(choose_opts(sink, ren) if opts is None else opts, ren), ren.caps)
   sink = expand_upcasts(sink, _vector_dtypes(ren))
   sink = add_gpudims(sink, ren.caps.global_max if ren.caps.has_grid else None)

@@ -47,11 +47,9 @@ def blocking_candidates(ast: UOp, caps: RendererCaps) -> list[list[Opt]]:
   each K block with the heuristic's packed panel if it packs one (PACK). Each list is valid for `ast`. The heuristic sees
   the kernel simplified as codegen gives it (the scheduled index of a padded axis is affine only then: unsimplified, a
   1000^3 matmul's candidates had no loop order and no PACK)."""
+  from tg_core.codegen import simplified_kernel
   from tg_core.codegen.opt.heuristic import hand_coded_optimizations
-  from tg_core.codegen.valid import pm_index_given_valid
-  from tg_core.uop.rewrite import graph_rewrite
-  from tg_core.uop.symbolic import symbolic
-  ast = graph_rewrite(graph_rewrite(ast, symbolic, name="simplify kernel"), pm_index_given_valid, name="index given valid")
+  ast = simplified_kernel(ast)
   own = hand_coded_optimizations(ast, caps)
   base = [o for o in own if o.op not in (OptOps.KBLOCK, OptOps.PACK)]
   pack = [o for o in own if o.op is OptOps.PACK]  # a packed panel goes with each K block (unblocked it would hold all of K)
