@@ -197,8 +197,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, RandomMixin,
   def contiguous(self, *args: Any, **kwargs: Any) -> Tensor: return self._apply_uop(lambda u: u.contiguous())
   def contiguous_backward(self) -> Tensor: return self._apply_uop(lambda u: u.contiguous_backward())
   def _flat_realized(self) -> Tensor:
-    """This tensor, or a realized flat contiguous copy of it, on one device. A caller reading the buffer keeps this tensor
-    alive while it reads: a buffer a TinyJit capture wrote is freed when its uop dies (engine/jit.py `Capture`)."""
+    """This tensor, or a realized flat contiguous copy of it, on one device."""
     if isinstance(self.device, tuple): return self.to(self.device[0])._flat_realized()  # a multi-device tensor is read on its first device
     t = self if self.is_realized() and _is_flat_contiguous(self.uop) else self.contiguous()
     t.realize()
@@ -209,9 +208,8 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, RandomMixin,
   def data(self) -> memoryview:
     if 0 in self.shape: return memoryview(bytearray(0)).cast(self.dtype.fmt or "B")
     if not all_int(self.shape): raise SymbolicShapeError(_no_symbolic_data(self.shape))
-    from tg_core.engine.realize import buffer_of
-    t = self._flat_realized()
-    mv = buffer_of(t.uop.base).as_buffer()
+    buf = self._buffer()  # held while its memory is read
+    mv = buf.as_buffer()
     if self.dtype.fmt is None: return mv
     return mv.cast(self.dtype.fmt, self.shape) if len(self.shape) else mv.cast(self.dtype.fmt)
   def numpy(self) -> np.ndarray:
@@ -219,9 +217,8 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, RandomMixin,
     if self.dtype in (dtypes.bfloat16, *dtypes.fp8s): return self.cast(dtypes.float32).numpy()
     npdt = _to_np_dtype(self.dtype)
     if 0 in self.shape: return np.zeros(self.shape, dtype=npdt)
-    from tg_core.engine.realize import buffer_of
-    t = self._flat_realized()
-    return np.frombuffer(bytes(buffer_of(t.uop.base).as_buffer()), dtype=npdt).reshape(self.shape)
+    buf = self._buffer()  # held while its memory is read
+    return np.frombuffer(bytes(buf.as_buffer()), dtype=npdt).reshape(self.shape)
   def tolist(self) -> Any: return self.numpy().tolist()
   def item(self) -> ConstType:
     if self.numel() != 1: raise ValueError(f"a Tensor with {self.numel()} elements cannot be converted to a scalar")

@@ -140,9 +140,8 @@ def safe_save(tensors: dict[str, Tensor], fn: str | os.PathLike, metadata: dict[
 
 def _raw_bytes(t: Tensor) -> bytes:
   """The tensor's storage bytes (Tensor.data() can't cast to float16's 'e' format before Python 3.12)."""
-  from tg_core.engine.realize import buffer_of
-  flat = t._flat_realized()
-  return bytes(buffer_of(flat.uop.base).as_buffer())
+  buf = t._buffer()  # held while its memory is read
+  return bytes(buf.as_buffer())
 
 def get_state_dict(obj: Any, prefix: str = "", tensor_type: type = Tensor) -> dict[str, Tensor]:
   """{dotted name: Tensor} for every Tensor reachable through attributes, dicts, lists and tuples of `obj`.
