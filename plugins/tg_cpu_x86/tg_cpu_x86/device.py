@@ -16,9 +16,14 @@ from tg_cpu_x86.runtime import CPUProgram, resolves
 def _compiler() -> LLVMCompiler: return LLVMCompiler()
 
 @functools.cache
+def host_features() -> frozenset[str]:
+  """The host's CPU features as LLVM names them ("+avx2", "-avx512f", ...)."""
+  return frozenset(host_target()[2].split(","))
+
+@functools.cache
 def vector_width() -> int:
   """float32 lanes per SIMD register of the host: 16 with AVX-512, 8 with AVX, else 4 (SSE)."""
-  feats = set(host_target()[2].split(","))
+  feats = host_features()
   return 16 if "+avx512f" in feats else 8 if "+avx" in feats else 4
 
 @functools.cache
@@ -27,7 +32,7 @@ def register_tile() -> tuple[int, int]:
   columns, and as many rows as leave a register for each column vector and one for the broadcast row element
   (16 registers with AVX2: 16 x 6; 32 with AVX-512: 32 x 8, rows capped at 8). A bigger tile spills accumulators
   (16 x 8 on AVX2: 25 GFLOPS at 1024^3 on one core, 16 x 6: 57)."""
-  regs = 32 if "+avx512f" in set(host_target()[2].split(",")) else 16
+  regs = 32 if "+avx512f" in host_features() else 16
   return 2 * vector_width(), min(8, (regs - 3) // 2)
 
 @functools.cache
@@ -38,7 +43,7 @@ def _native_dtypes(base: frozenset) -> frozenset:
   arithmetic in float32 and rounds back): a float16 KV cache's reads then cost one instruction per 8 values, where the core's
   emulation decodes each value's bits with ~12 integer ops. Without F16C LLVM calls library helpers for every conversion; with
   it, for double -> half only (libgcc's __truncdfhf2): where that doesn't resolve, float16 stays emulated."""
-  return base | {dtypes.float16} if "+f16c" in set(host_target()[2].split(",")) and resolves("__truncdfhf2") else base
+  return base | {dtypes.float16} if "+f16c" in host_features() and resolves("__truncdfhf2") else base
 
 class CPUDevice(Compiled):
   """CPU, CPU:1, ...: every instance is the same host; different instances are separate devices to the scheduler."""
@@ -47,5 +52,5 @@ class CPUDevice(Compiled):
     # the host's SIMD width, register tile and caches; the only arch it targets is the host's (kernels run here): DEV=CPU:LLVM:<other> is an error
     ren.caps = dataclasses.replace(ren.caps, vector_width=vector_width(), big_reduce_tile=register_tile(), cache_sizes=_cache_sizes(),
                                    archs=(host_target()[1],), arch=host_target()[1], native_dtypes=_native_dtypes(ren.caps.native_dtypes))
-    ren.avx2 = "+avx2" in set(host_target()[2].split(","))
+    ren.avx2 = "+avx2" in host_features()
     super().__init__(device, CPUAllocator(), [ren], _compiler(), CPUProgram, graph=CPUGraph)  # TinyJit replays through CPUGraph
