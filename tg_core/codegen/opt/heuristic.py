@@ -45,9 +45,9 @@ def hand_coded_optimizations(ast: UOp, caps: RendererCaps | None = None) -> list
   red_axes = [i for i, r in enumerate(axes) if r.arg[1] is AxisType.REDUCE and r not in hoisted]
   sizes = [1 if r in hoisted else axis_size_estimate(r) for r in axes]
   work = functools.reduce(lambda a, b: a * b, sizes, 1)
-  # a kernel with a symbolic axis takes neither a big kernel's padded register tiles, loop order and packed panels (a 128-token
-  # prefill's scores against a symbolic-length cache, Gemma 3: 0.7 -> 8.3 ms when sized as big) nor the mid-size 4x3 tiles
-  # (its attention 15% slower than in the tiny tiles): it keeps the tiny tile set, and is otherwise sized by its estimate
+  # a kernel with a symbolic axis takes neither a big kernel's padded register tiles, loop order and packed panels nor the
+  # mid-size 4x3 tiles (both measured slower on attention against a symbolic-length cache): it keeps the tiny tile set, and is
+  # otherwise sized by its estimate
   symbolic = any(axes[i].src[0].op is not Ops.CONST for i in out_axes + red_axes)
   big = caps.big_reduce_tile is not None and bool(red_axes) and len(out_axes) >= 2 and work >= 1 << 22 and not symbolic
   # tiny kernels run in microseconds: their compile time (Python codegen and LLVM, both growing with the tile) dominates
@@ -192,8 +192,7 @@ def _conv_tile(ast: UOp, caps: RendererCaps) -> list[Opt] | None:
   else: return None
   # the expander vectorizes the axis the stores are contiguous in: a conv stored channels-first runs the tile's columns as the vector
   # and its channels as broadcast weights. Where a vector width divides the columns, the generic tile (a full vector of columns
-  # times big_reduce_tile[1] channels) does better than 6 or 7 lanes (one Zen 3 core, 48x16x24 -> 96 3x3: 1.32 -> 0.52 ms); 14
-  # columns keep this tile (128x14x14 -> 128 3x3: 1.6 ms, the generic tile 10.7)
+  # times big_reduce_tile[1] channels) does better than a partial vector of columns; other column counts keep this tile
   w = [r for r in deps(inputs[0]) if r is not c][-1]  # the innermost spatial axis of the input: the output columns
   if access_strides(ast, c, Ops.STORE) != [1] and w.src[0].arg % caps.vector_width == 0: return None
   cols, rows = caps.big_reduce_tile
@@ -369,20 +368,15 @@ def _whole_k_panel(ast: UOp, panel_bytes: int, caches: tuple[int, ...]) -> bool:
   """Does a packed matmul keep the whole reduce in its panels (no KBLOCK)? Each K block's pass re-reads and re-writes
   the outputs a row tile at a time, rows a stride apart (short runs the prefetchers don't follow): from the last cache
   level while they fit half of it (`caches[-1]`), from memory once they don't. Then, if B's whole-K panel
-  (`panel_bytes`) fits half the L2, the panel is read from the L2 instead and each output is written once. 4096^3 fp32
-  (64 MB of outputs, 32 MB L3; 256 KB panels, 512 KB L2), one Zen 3 core, thread CPU time on a loaded VM, same run:
-  44-46 GFLOPS K-blocked by 256 (blocks of 8 panels) -> 59-61, numpy 74 (through the bench, alternating processes, load
-  ~21: tg/numpy 0.70, 0.84 -> 0.77, 0.85). Where the outputs fit (1000^3-2048^3: 4-16 MB)
-  whole K measured no better in the bench (medians of 3, tg/numpy: 1000^3 0.99 -> 1.04x, 1024^3 0.94 -> 0.82x, 2048^3
-  0.89 -> 0.86x): they stay K-blocked."""
+  (`panel_bytes`) fits half the L2, the panel is read from the L2 instead and each output is written once. Where the
+  outputs fit the last level, whole K measured no better than K blocks: they stay K-blocked."""
   stores = [u for u in ast.toposort() if u.op is Ops.STORE and u.src[0].op is Ops.INDEX and u.src[0].src[0].op is Ops.PARAM]
   out_bytes = sum((u.src[0].src[0].arg.size or 0) * u.src[0].src[0].dtype.itemsize for u in stores)
   return len(caches) >= 3 and out_bytes > caches[-1] // 2 and panel_bytes <= caches[1] // 2
 
 def _whole_k_block(n: int, a_bytes: int, panel_bytes: int, caches: tuple[int, ...]) -> int:
   """Column panels per block for whole-K panels: A streams past once per block, from the last cache level while it fits a
-  quarter of it (one panel a block), else as many panels as fit half the L2 (a divisor of the n panels: 2048^3 with a
-  16 MB last level, 2 x 128 KB; one Zen 3 core, the kernel alone timed: 63-66 vs 38-49 GFLOPS with one)."""
+  quarter of it (one panel a block), else as many panels as fit half the L2 (a divisor of the n panels)."""
   if a_bytes <= caches[-1] // 4: return 1
   return next(d for d in range(max(1, min(n // 2, (caches[1] // 2) // panel_bytes)), 0, -1) if n % d == 0)
 
