@@ -79,25 +79,39 @@ def create_target_machine(opt: int = 3) -> Any:
   return llvm().Target.from_triple(triple).create_target_machine(cpu=cpu, features=features, opt=opt, reloc="pic", codemodel="default",
                                                                  jit=False)
 
-# a kernel with fewer ops than this (the renderer's estimate in the IR header) gets no optimization passes, only the
-# inliner and the backend at O`opt`: it runs in microseconds, and the O3 pipeline was two thirds of its compile time
-# (a 64x64 matmul on Zen 3: 38-40 -> 13-16 ms of CPU time, the cold first matmul's largest piece after importing llvmlite).
-# Not higher: kernels of 2^16 to 2^22 ops (small convs, matvecs, LSTM steps) ran 1.5-2x slower without the passes (loop
-# vectorization, unrolling, LICM): PP-OCR cls 4.5 -> 2.6 ms, silero-vad 224 -> 110 us a call (thread clock, one thread, Zen 3)
+# The optimization level is a cost model, work x expected runs, decided in two tiers. A kernel with fewer ops than QUICK_WORK
+# (the renderer's estimate in the IR header) is first compiled quick: no optimization passes, only the inliner and the backend
+# at O`opt`. It runs in microseconds to a few milliseconds, and the O3 pipeline was two thirds of its compile time (a 64x64
+# matmul on Zen 3: 38-40 -> 13-16 ms of CPU time, the cold first matmul's largest piece after importing llvmlite). Run often
+# enough, the passes pay off (loop vectorization, unrolling, LICM: kernels of 2^16 to 2^22 ops, small convs, matvecs, LSTM
+# steps, ran 1.5-2x slower without them), so the runtime compiles it again at the full level (`full_tier`) once its runs have
+# cost about what that compile costs (tg_cpu_x86.runtime.UPGRADE_S), or once a graph captures it (a replay runs it many times)
+# and it has at least TINY_WORK ops (below that the passes gain too little per run to pay for a compile up front).
+QUICK_WORK = 1 << 22
 TINY_WORK = 1 << 16
+# the IR header line that asks for the full level whatever the kernel's size (`full_tier`)
+FULL_TIER = "; tg tier: full\n"
+
+def full_tier(src: str) -> str:
+  """The IR `src` marked for the full optimization level (its compile is cached apart from the quick one's)."""
+  return src if src.startswith(FULL_TIER) else FULL_TIER + src
 
 def pass_level(src: str, opt: int) -> int:
-  """The optimization pipeline's level for the IR `src` at O`opt`: 0 (the inliner only) for a tiny kernel, else `opt`."""
-  return 0 if (work := kernel_work(src)) is not None and work < TINY_WORK else opt
+  """The optimization pipeline's level for the IR `src` at O`opt`: 0 (the inliner only) for a kernel under QUICK_WORK not
+  marked `full_tier`, else `opt`."""
+  if src.startswith(FULL_TIER): return opt
+  return 0 if (work := kernel_work(src)) is not None and work < QUICK_WORK else opt
 
 class LLVMCompiler(Compiler):
-  """IR -> object bytes at O`opt` (TG_CPU_OPT, default 3) with the host target machine; a tiny kernel (TINY_WORK) skips the
-  optimization passes. The level is a function of the source, so the compile cache's keys stay valid."""
+  """IR -> object bytes at O`opt` (TG_CPU_OPT, default 3) with the host target machine; a small kernel (QUICK_WORK) is first
+  compiled without the optimization passes. The level is a function of the source (`pass_level`), so the compile cache's keys
+  stay valid. `quick_source(lib)` hands the runtime the IR of a quick object, to compile again at the full level."""
   def __init__(self, opt: int | None = None):
     self.opt = int(getenv("TG_CPU_OPT", 3)) if opt is None else opt
     triple, cpu, features, llvm_ver = host_facts()
     fh = hashlib.sha256(features.encode()).hexdigest()[:16]
-    super().__init__(cachekey=f"tg_cpu_x86-llvm{llvm_ver}-llvmlite{llvmlite.__version__}-{triple}-{cpu}-{fh}-O{self.opt}-tiny{TINY_WORK}")
+    super().__init__(cachekey=f"tg_cpu_x86-llvm{llvm_ver}-llvmlite{llvmlite.__version__}-{triple}-{cpu}-{fh}-O{self.opt}-quick{QUICK_WORK}")
+    self._quick: dict[bytes, str] = {}  # quick objects -> their IR, until a program takes it (quick_source)
 
   @functools.cached_property
   def tm(self) -> Any:
@@ -123,6 +137,15 @@ class LLVMCompiler(Compiler):
       mpm.add_always_inliner_pass()
       mpm.run(mod, pb)
     return mod
+
+  def compile_cached(self, src: str) -> bytes:
+    lib = super().compile_cached(src)
+    if pass_level(src, self.opt) < self.opt: self._quick[lib] = src
+    return lib
+
+  def quick_source(self, lib: bytes) -> str | None:
+    """The IR of `lib` if it was compiled quick (and not asked for before), else None. The caller compiles `full_tier(src)`."""
+    return self._quick.pop(lib, None)
 
   def compile(self, src: str) -> bytes:
     with _lock:  # one target machine: keep codegen single-threaded per compiler

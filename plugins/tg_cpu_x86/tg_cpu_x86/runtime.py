@@ -19,12 +19,16 @@ import time
 from typing import Any, Callable
 
 from tg_core.helpers import NUM_CPU_THREADS
-from tg_cpu_x86.abi import symbol_name, work_symbol
+from tg_cpu_x86.abi import kernel_work, symbol_name, work_symbol
 from tg_cpu_x86.compiler import create_target_machine, llvm
 from tg_cpu_x86.elf import ELFLoadError, LoadedObject
 
 # single-thread runs timed (per Variable values) before the split is decided; the first is cold (page faults, caches)
 TIMED_RUNS = 2
+# seconds of runs after which a quickly compiled kernel (tg_cpu_x86.compiler.QUICK_WORK) is compiled again at the full level:
+# about what that compile costs a small kernel (10-40 ms on Zen 3), so a kernel run once or a few times (a cold first matmul)
+# never pays for it, and one run often spends at most about twice what the better code would have cost it
+UPGRADE_S = 0.02
 
 def decision_key(vals: tuple[int, ...]) -> tuple[int, ...]:
   """The Variable values one thread decision serves: each value's power-of-two bucket. A decode step's start_pos is new at every
@@ -138,25 +142,56 @@ def max_threads() -> int:
   return n if n > 0 else _cpu_count()
 
 class CPUProgram:
-  """A kernel loaded from an object file. `__call__(*bufs, vals=...)` runs it (synchronously)."""
+  """A kernel loaded from an object file. `__call__(*bufs, vals=...)` runs it (synchronously). A quick object (see
+  tg_cpu_x86.compiler.QUICK_WORK) has its runs timed until they add up to UPGRADE_S, then is compiled at the full level and
+  reloaded (`upgrade`)."""
   def __init__(self, device: str, name: str, lib: bytes, **kwargs: Any):
-    self.device, self.name, self.lib = device, name, lib
+    from tg_cpu_x86.device import _compiler
+    self.device, self.name = device, name
+    self._quick_src = _compiler().quick_source(lib)  # the IR to compile again at the full level, None when it isn't quick
+    self._quick_s = 0.0  # seconds spent in runs of the quick object
+    self._nthreads: dict[tuple[int, ...], int] = {}          # Variable values -> decided thread count
+    self._timings: dict[tuple[int, ...], tuple[int, float]] = {}  # Variable values -> (single-thread runs timed, best time)
+    self._knob = NUM_CPU_THREADS.value
+    self._load(lib)
+
+  def _load(self, lib: bytes) -> None:
+    self.lib = lib
     try:
       self._image: Any = LoadedObject(lib, c_symbol)
-      addr, waddr = self._image.symbols.get(symbol_name(name), 0), self._image.symbols.get(work_symbol(name), 0)
+      addr, waddr = self._image.symbols.get(symbol_name(self.name), 0), self._image.symbols.get(work_symbol(self.name), 0)
     except ELFLoadError:  # something the small loader doesn't handle: LLVM's own linker does
       _init_symbols()
       binding = llvm()
       self._image = engine = binding.create_mcjit_compiler(binding.parse_assembly(""), create_target_machine())
       engine.add_object_file(binding.ObjectFileRef.from_data(lib))
       engine.finalize_object()
-      addr, waddr = engine.get_function_address(symbol_name(name)), engine.get_global_value_address(work_symbol(name))
-    if not addr: raise RuntimeError(f"kernel {name}: symbol {symbol_name(name)} not found in the compiled object")
+      addr, waddr = engine.get_function_address(symbol_name(self.name)), engine.get_global_value_address(work_symbol(self.name))
+    if not addr: raise RuntimeError(f"kernel {self.name}: symbol {symbol_name(self.name)} not found in the compiled object")
     self.fxn = KERNEL_FN(addr)
     self.work_per_iter = ctypes.c_int64.from_address(waddr).value if waddr else 0
-    self._nthreads: dict[tuple[int, ...], int] = {}          # Variable values -> decided thread count
-    self._timings: dict[tuple[int, ...], tuple[int, float]] = {}  # Variable values -> (single-thread runs timed, best time)
-    self._knob = NUM_CPU_THREADS.value
+
+  @property
+  def quick(self) -> bool:
+    """Is the loaded object the quick compile of a kernel that `upgrade` can compile at the full level?"""
+    return self._quick_src is not None
+
+  def captured(self) -> None:
+    """A graph captured this kernel, to replay it many times: a quick one with at least TINY_WORK ops is compiled at the full level
+    now (its replays run in a compiled loop, untimed)."""
+    from tg_cpu_x86.compiler import TINY_WORK
+    if self._quick_src is not None and (kernel_work(self._quick_src) or 0) >= TINY_WORK: self.upgrade()
+
+  def upgrade(self) -> None:
+    """Compile the kernel at the full level (or take it from the compile cache) and run that from now on; the thread counts are
+    decided again for the faster code. A no-op for a kernel that isn't quick."""
+    if (src := self._quick_src) is None: return
+    from tg_cpu_x86.compiler import full_tier
+    from tg_cpu_x86.device import _compiler
+    self._quick_src = None
+    self._load(_compiler().compile_cached(full_tier(src)))
+    self._nthreads.clear()
+    self._timings.clear()
 
   def _threads(self, bufs: Any, vals_arr: Any, vals: tuple[int, ...]) -> int:
     """The thread count decided for these Variable values (`vals`: their decision_key): 1 for a kernel that can't be split; 0
@@ -202,10 +237,14 @@ class CPUProgram:
     self._check_knob()
     n = self._nthreads.get(key := decision_key(vals))
     if n is None: n = self._threads(bufs, vals_arr, key)
+    if self._quick_src is not None: st = time.perf_counter()
     if n == 1: self.fxn(bufs, vals_arr, 0, 1)
     elif n == 0: self._timed(bufs, vals_arr, key)
     else:  # chunks 1..n-1 on the workers, chunk 0 on this thread
       _get_pool(n - 1).run(self.fxn, [(bufs, vals_arr, i, n) for i in range(1, n)], here=(bufs, vals_arr, 0, n))
+    if self._quick_src is not None:
+      self._quick_s += time.perf_counter() - st
+      if self._quick_s >= UPGRADE_S: self.upgrade()
 
   def __call__(self, *bufs: Any, global_size: tuple[int, ...] = (1, 1, 1), local_size: tuple[int, ...] = (1, 1, 1),
                vals: tuple[int, ...] = (), wait: bool = False) -> float | None:
