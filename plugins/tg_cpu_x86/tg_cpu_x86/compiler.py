@@ -22,15 +22,37 @@ from tg_core.helpers import getenv
 from tg_cpu_x86.abi import kernel_work
 
 _lock = threading.Lock()
+# held while LLVM is set up (imported, host detected, target machine made): by `warm_up`'s thread, or by whoever asks first
+_init_lock = threading.RLock()
+_binding: ModuleType | None = None
 
-@functools.cache
 def llvm() -> ModuleType:
   """llvmlite.binding, with the native target and asm printer initialized (imported on first use)."""
-  import llvmlite.binding as binding
-  # llvmlite >= 0.44 initializes the core itself (llvm.initialize() raises there)
-  binding.initialize_native_target()
-  binding.initialize_native_asmprinter()
-  return binding
+  global _binding
+  if _binding is not None: return _binding
+  with _init_lock:
+    if _binding is None:
+      import llvmlite.binding as binding
+      # llvmlite >= 0.44 initializes the core itself (llvm.initialize() raises there)
+      binding.initialize_native_target()
+      binding.initialize_native_asmprinter()
+      _binding = binding
+  return _binding
+
+_warm_thread: threading.Thread | None = None
+def warm_up(compiler: LLVMCompiler) -> None:
+  """Set LLVM up for `compiler` on a background thread (once per process): import llvmlite.binding (its shared library's load,
+  most of the ~55 ms, runs without the GIL), detect the host and make the target machine, while the caller builds and schedules
+  its first kernels. Whatever needs LLVM before it is done waits for it (`_init_lock`). Only where the host facts aren't in the
+  disk cache (a first process: it needs LLVM to detect the host anyway); elsewhere a process whose kernels all come from the
+  compile cache never loads LLVM."""
+  global _warm_thread
+  if _warm_thread is not None or ((key := _host_key()) != ("",) and diskcache_get(HOST_TABLE, key) is not None): return
+  def work() -> None:
+    with _init_lock:
+      host_facts()
+      compiler.tm  # noqa: B018
+  (_warm_thread := threading.Thread(target=work, name="tg_cpu_llvm_warm_up", daemon=True)).start()
 
 # the disk cache table of LLVM's host detection, keyed by what it depends on (`_host_key`)
 HOST_TABLE = "tg_cpu_x86_host_v1"
@@ -57,6 +79,9 @@ def _host_key() -> tuple[str, ...]:
 @functools.cache
 def host_facts() -> tuple[str, str, str, str]:
   """(triple, cpu name, feature string, LLVM version) of this machine, from the disk cache or LLVM's host detection."""
+  with _init_lock: return _host_facts()
+
+def _host_facts() -> tuple[str, str, str, str]:
   key = _host_key()
   if key != ("",) and isinstance(hit := diskcache_get(HOST_TABLE, key), tuple) and len(hit) == 4: return hit
   binding = llvm()
@@ -108,15 +133,24 @@ class LLVMCompiler(Compiler):
   stay valid. `quick_source(lib)` hands the runtime the IR of a quick object, to compile again at the full level."""
   def __init__(self, opt: int | None = None):
     self.opt = int(getenv("TG_CPU_OPT", 3)) if opt is None else opt
-    triple, cpu, features, llvm_ver = host_facts()
-    fh = hashlib.sha256(features.encode()).hexdigest()[:16]
-    super().__init__(cachekey=f"tg_cpu_x86-llvm{llvm_ver}-llvmlite{llvmlite.__version__}-{triple}-{cpu}-{fh}-O{self.opt}-quick{QUICK_WORK}")
+    super().__init__(cachekey=None)
     self._quick: dict[bytes, str] = {}  # quick objects -> their IR, until a program takes it (quick_source)
+
+  @property
+  def cachekey(self) -> str:  # type: ignore[override]
+    """The LLVM version, host target and levels, made when first asked for (the host facts may need LLVM, see `warm_up`)."""
+    if self._cachekey is None:
+      triple, cpu, features, llvm_ver = host_facts()
+      fh = hashlib.sha256(features.encode()).hexdigest()[:16]
+      self._cachekey = f"tg_cpu_x86-llvm{llvm_ver}-llvmlite{llvmlite.__version__}-{triple}-{cpu}-{fh}-O{self.opt}-quick{QUICK_WORK}"
+    return self._cachekey
+  @cachekey.setter
+  def cachekey(self, key: str | None) -> None: self._cachekey = key
 
   @functools.cached_property
   def tm(self) -> Any:
-    """The host target machine, made on the first compile (it needs llvmlite.binding)."""
-    return create_target_machine(self.opt)
+    """The host target machine, made on the first compile or by `warm_up` (it needs llvmlite.binding)."""
+    with _init_lock: return self.__dict__.get("tm") or create_target_machine(self.opt)
 
   def optimize(self, src: str) -> Any:
     """The parsed, verified and optimized module."""
