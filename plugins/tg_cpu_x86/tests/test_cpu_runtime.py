@@ -168,6 +168,25 @@ def test_pool_measures_its_handoff() -> None:
   def boom() -> None: raise ValueError("chunk failed")
   with pytest.raises(ValueError, match="chunk failed"): w.run(boom, [()], here=())
 
+def test_pool_runs_the_chunks_a_busy_worker_has_not_taken() -> None:
+  # a worker that is late (here: busy with something else) doesn't hold up a launch: the calling thread runs its chunks itself
+  import threading
+  from tg_cpu_x86.runtime import _Workers
+  w = _Workers(1)
+  release, started = threading.Event(), threading.Event()
+  def busy() -> None:
+    started.set()
+    release.wait(30)  # (a bound, so a broken pool fails the asserts below instead of hanging)
+  w.q.put((busy, (), None, []))
+  started.wait(30)
+  ran: list[tuple[int, int]] = []
+  w.run(lambda i: ran.append((i, threading.get_ident())), [(1,), (2,)], here=(0,))
+  assert not release.is_set() and sorted(ran) == [(i, threading.get_ident()) for i in range(3)], ran
+  release.set()
+  out: list[int] = []
+  w.run(lambda i: out.append(i), [(1,)], here=(0,))  # the worker, free again, finds the stale launch empty and serves this one
+  assert sorted(out) == [0, 1]
+
 def test_large_elementwise_uses_threads() -> None:
   x = np.random.default_rng(0).standard_normal(1 << 20).astype(np.float32)
   with Context(NUM_CPU_THREADS=2):

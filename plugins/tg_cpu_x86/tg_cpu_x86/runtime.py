@@ -11,6 +11,7 @@ and it is split only where the time saved beats the pool's handoff cost, itself 
 from __future__ import annotations
 import ctypes
 import functools
+import itertools
 import os
 import _thread
 import queue
@@ -86,8 +87,8 @@ def _noop(*args: Any) -> None: pass
 
 class _Workers:
   """Threads that run kernel chunks (ctypes releases the GIL for the call). Lighter than concurrent.futures, whose import
-  (with logging) costs ~3 ms of a cold start: a handoff is a queue put, and each chunk's completion a plain lock the worker
-  releases (no Event/Condition). `handoff_s` is the measured cost of one round trip through the pool."""
+  (with logging) costs ~3 ms of a cold start: a handoff is a queue put, and completion a plain lock (no Event/Condition).
+  `handoff_s` is the measured cost of one round trip through the pool."""
   def __init__(self, n: int):
     self.q: queue.SimpleQueue = queue.SimpleQueue()
     for i in range(n): threading.Thread(target=self._loop, name=f"tg_cpu_{i}", daemon=True).start()
@@ -98,25 +99,44 @@ class _Workers:
       fn, args, done, errs = self.q.get()
       try: fn(*args)
       except BaseException as e: errs.append(e)
-      finally: done.release()
+      finally:
+        if done is not None: done.release()
   def run(self, fn: Callable, argss: list[tuple], here: tuple) -> None:
-    """fn(*args) for each of argss on the workers and fn(*here) on the calling thread; returns when all are done."""
+    """fn(*here) and fn(*args) for each of argss, each once; returns when all are done. The calling thread runs one, then any
+    no worker has taken yet: a worker that wakes late (a loaded machine: measured 4-8 ms late on a 2-core VM with a load
+    average of 12, for a 2 ms chunk) then costs no more than running the chunks here."""
     errs: list[BaseException] = []
+    jobs = [here, *argss]
+    claim = itertools.count()  # next() is one C call under the GIL: each job is claimed once
+    left, left_lock = [len(jobs)], _thread.allocate_lock()
+    (all_done := _thread.allocate_lock()).acquire()
+    def work() -> None:
+      while (i := next(claim)) < len(jobs):
+        try: fn(*jobs[i])
+        except BaseException as e: errs.append(e)
+        finally:
+          with left_lock:
+            left[0] -= 1
+            if left[0] == 0: all_done.release()
+    for _ in argss: self.q.put((work, (), None, errs))
+    work()
+    all_done.acquire()  # the buffers stay in use until every chunk is done (a worker that found none left touches nothing)
+    if errs: raise errs[0]
+  def _dispatch(self, fn: Callable, argss: list[tuple], here: tuple) -> None:
+    """fn(*here) on the calling thread and fn(*args) for each of argss on a worker (no stealing); returns when all are done."""
     done = []
     for args in argss:
       (lk := _thread.allocate_lock()).acquire()
       done.append(lk)
-      self.q.put((fn, args, lk, errs))
-    try: fn(*here)
-    finally:
-      for lk in done: lk.acquire()  # the buffers stay in use until every chunk is done
-    if errs: raise errs[0]
+      self.q.put((fn, args, lk, []))
+    fn(*here)
+    for lk in done: lk.acquire()
   def _measure_handoff(self, rounds: int = 9) -> float:
     """The median time of handing an empty chunk to each worker and waiting for it: what a split must save to pay off."""
     ts = []
     for _ in range(rounds):
       st = time.perf_counter()
-      self.run(_noop, [()] * self.n, ())
+      self._dispatch(_noop, [()] * self.n, ())
       ts.append(time.perf_counter() - st)
     return sorted(ts)[rounds // 2]
 
