@@ -87,6 +87,7 @@ def test_small_kernels_compile_quick_then_full(monkeypatch: pytest.MonkeyPatch) 
     src = LLVMRenderer().render(linearize(UOp.sink(idx.store(idx.load() + c(1, dtypes.int32)).end(r), arg=KernelInfo(name=f"work{n}"))))
     assert kernel_work(src) == 3 * n  # a load, an add and a store per iteration
     assert pass_level(src, 3) == (0 if quick else 3) and pass_level(full_tier(src), 3) == 3
+    if n == 97: small = src
     prg = runtime.CPUProgram("CPU", f"work{n}", _compiler().compile_cached(src))  # as the realize path compiles (the quick IR is kept)
     assert prg.quick == quick
     buf = CPUAllocator()._alloc(4 * n, BufferSpec())
@@ -97,6 +98,9 @@ def test_small_kernels_compile_quick_then_full(monkeypatch: pytest.MonkeyPatch) 
     assert not prg.quick and (prg.lib != quick_lib) == quick  # the second run ran the fully optimized object
     np.testing.assert_array_equal(np.frombuffer(buf.mv, dtype=np.int32), np.full(n, 2, dtype=np.int32))
   assert kernel_work("define void @f() {\n  ret void\n}") is None and pass_level("define void @f() {}", 3) == 3  # IR without the header
+  with Context(BEAM=1):  # BEAM times candidates as they will run: at the full level
+    assert _compiler().quick_source(_compiler().compile_cached(small.replace("work97", "beamwork97"))) is None
+  assert _compiler().quick_source(_compiler().compile_cached(small.replace("work97", "nobeamwork97"))) == small.replace("work97", "nobeamwork97")
 
 def test_a_captured_kernel_compiles_at_the_full_level() -> None:
   # a kernel TinyJit captures into a CPUGraph is replayed many times: one of at least TINY_WORK ops is upgraded when captured,

@@ -18,7 +18,7 @@ from typing import Any
 import llvmlite  # the version only: llvmlite/__init__.py imports nothing else
 
 from tg_core.device import Compiler, diskcache_get, diskcache_put
-from tg_core.helpers import getenv
+from tg_core.helpers import BEAM, getenv
 from tg_cpu_x86.abi import kernel_work
 
 _lock = threading.Lock()
@@ -173,6 +173,8 @@ class LLVMCompiler(Compiler):
     return mod
 
   def compile_cached(self, src: str) -> bytes:
+    # BEAM times its candidates: on the code they will run as, the full level (a quick object can rank them differently)
+    if BEAM >= 1: src = full_tier(src)
     lib = super().compile_cached(src)
     if pass_level(src, self.opt) < self.opt: self._quick[lib] = src
     return lib
