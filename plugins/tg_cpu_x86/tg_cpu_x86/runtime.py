@@ -209,6 +209,8 @@ class CPUProgram:
     from tg_cpu_x86.compiler import full_tier
     from tg_cpu_x86.device import _compiler
     self._quick_src = None
+    # the quick image stays loaded: a graph's table may still point at its function (a kernel replayed there and launched elsewhere)
+    self._quick_image = self._image
     self._load(_compiler().compile_cached(full_tier(src)))
     self._nthreads.clear()
     self._timings.clear()
