@@ -68,24 +68,70 @@ def test_split_chunks_cover_the_loop_exactly() -> None:
       for core in range(cores): prg.fxn(addrs, vals, core, cores)
     np.testing.assert_array_equal(np.frombuffer(buf.mv, dtype=np.int32), np.full(n, 5, dtype=np.int32))
 
-def test_tiny_kernels_skip_the_optimization_passes() -> None:
-  # the renderer writes the kernel's work into the IR header; below TINY_WORK the compiler runs no optimization passes
+def test_small_kernels_compile_quick_then_full(monkeypatch: pytest.MonkeyPatch) -> None:
+  # the renderer writes the kernel's work into the IR header; below QUICK_WORK the first compile runs no optimization passes,
+  # and the program compiles the kernel again at the full level once its runs add up to UPGRADE_S
+  import ctypes
+  from tg_core.device import BufferSpec
+  from tg_cpu_x86 import runtime
   from tg_cpu_x86.abi import kernel_work
-  from tg_cpu_x86.compiler import TINY_WORK, pass_level
-  for n, tiny in ((97, True), (TINY_WORK, False)):
+  from tg_cpu_x86.allocator import CPUAllocator
+  from tg_cpu_x86.compiler import QUICK_WORK, full_tier, pass_level
+  from tg_cpu_x86.device import _compiler
+  from tg_cpu_x86.renderer import LLVMRenderer
+  monkeypatch.setattr(runtime, "UPGRADE_S", 0.0)  # upgrade after the first run
+  for n, quick in ((97, True), (QUICK_WORK // 3, True), (QUICK_WORK // 3 + 1, False)):
     out = param(0, dtypes.int32, n)
     r = rng(n)
     idx = out.index(r)
-    prg, src = compile_cpu(linearize(UOp.sink(idx.store(idx.load() + c(1, dtypes.int32)).end(r), arg=KernelInfo(name=f"work{n}"))))
+    src = LLVMRenderer().render(linearize(UOp.sink(idx.store(idx.load() + c(1, dtypes.int32)).end(r), arg=KernelInfo(name=f"work{n}"))))
     assert kernel_work(src) == 3 * n  # a load, an add and a store per iteration
-    assert pass_level(src, 3) == (0 if tiny else 3)
-    from tg_core.device import BufferSpec
-    from tg_cpu_x86.allocator import CPUAllocator
+    assert pass_level(src, 3) == (0 if quick else 3) and pass_level(full_tier(src), 3) == 3
+    if n == 97: small = src
+    prg = runtime.CPUProgram("CPU", f"work{n}", _compiler().compile_cached(src))  # as the realize path compiles (the quick IR is kept)
+    assert prg.quick == quick
     buf = CPUAllocator()._alloc(4 * n, BufferSpec())
-    import ctypes
-    prg.fxn((ctypes.c_void_p * 1)(buf.addr), (ctypes.c_int32 * 1)(), 0, 1)
-    np.testing.assert_array_equal(np.frombuffer(buf.mv, dtype=np.int32), np.ones(n, dtype=np.int32))
+    addrs, vals = (ctypes.c_void_p * 1)(buf.addr), (ctypes.c_int32 * 1)()
+    with Context(NUM_CPU_THREADS=1):
+      quick_lib = prg.lib
+      for _ in range(2): prg.launch(addrs, vals, ())
+    assert not prg.quick and (prg.lib != quick_lib) == quick  # the second run ran the fully optimized object
+    np.testing.assert_array_equal(np.frombuffer(buf.mv, dtype=np.int32), np.full(n, 2, dtype=np.int32))
   assert kernel_work("define void @f() {\n  ret void\n}") is None and pass_level("define void @f() {}", 3) == 3  # IR without the header
+  with Context(BEAM=1):  # BEAM times candidates as they will run: at the full level
+    assert _compiler().quick_source(_compiler().compile_cached(small.replace("work97", "beamwork97"))) is None
+  assert _compiler().quick_source(_compiler().compile_cached(small.replace("work97", "nobeamwork97"))) == small.replace("work97", "nobeamwork97")
+
+def test_a_captured_kernel_compiles_at_the_full_level(monkeypatch: pytest.MonkeyPatch) -> None:
+  # a kernel TinyJit captures into a CPUGraph is replayed many times: one of at least TINY_WORK ops is upgraded when captured,
+  # a tiny one stays quick; the replays compute the same values either way
+  from tg_core import TinyJit
+  from tg_cpu_x86 import runtime
+  from tg_cpu_x86.compiler import TINY_WORK
+  r = np.random.default_rng(3)
+  a, b = r.standard_normal((64, 64)).astype(np.float32), r.standard_normal((64, 64)).astype(np.float32)
+  x = r.standard_normal((8,)).astype(np.float32)
+  @TinyJit
+  def f(ta: Tensor, tb: Tensor, tx: Tensor) -> tuple[Tensor, Tensor]: return ((ta @ tb).realize(), ((tx * 3).realize() + 1).realize())
+  for _ in range(4):
+    mm, ew = f(Tensor(a, device="CPU"), Tensor(b, device="CPU"), Tensor(x, device="CPU"))
+    np.testing.assert_allclose(mm.numpy(), a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
+    np.testing.assert_array_equal(ew.numpy(), x * 3 + 1)
+  from tg_cpu_x86.abi import kernel_work
+  assert f.captured is not None
+  progs = [(runner.prg, kernel_work(runner.p.src)) for runner, _, _ in f.captured]
+  assert progs and all(prg.quick == (work < TINY_WORK) for prg, work in progs), progs
+  assert any(work >= TINY_WORK for _, work in progs)
+  # the tiny kernels, launched outside the graph until they are compiled again, and the graph replayed after: still the same
+  # values (the + 1 kernel's buffers are the capture's own, so its table entry isn't rebuilt: it runs the quick code, kept loaded)
+  tiny = [prg for prg, work in progs if work < TINY_WORK]
+  assert len(tiny) == 2
+  monkeypatch.setattr(runtime, "UPGRADE_S", 0.0)
+  for _ in range(2): ((Tensor(x, device="CPU") * 3).realize() + 1).realize()
+  assert not any(prg.quick for prg in tiny)
+  for _ in range(2):
+    mm, ew = f(Tensor(a, device="CPU"), Tensor(b, device="CPU"), Tensor(x, device="CPU"))
+    np.testing.assert_array_equal(ew.numpy(), x * 3 + 1)
 
 def test_split_with_a_hoisted_row_statistic(monkeypatch: pytest.MonkeyPatch) -> None:
   # an rms_norm fused into its matvec: the norm's reduce loop runs at top level (each core computes it), the output loop splits
@@ -136,6 +182,25 @@ def test_pool_measures_its_handoff() -> None:
   assert sorted(out) == [0, 1, 2]
   def boom() -> None: raise ValueError("chunk failed")
   with pytest.raises(ValueError, match="chunk failed"): w.run(boom, [()], here=())
+
+def test_pool_runs_the_chunks_a_busy_worker_has_not_taken() -> None:
+  # a worker that is late (here: busy with something else) doesn't hold up a launch: the calling thread runs its chunks itself
+  import threading
+  from tg_cpu_x86.runtime import _Workers
+  w = _Workers(1)
+  release, started = threading.Event(), threading.Event()
+  def busy() -> None:
+    started.set()
+    release.wait(30)  # (a bound, so a broken pool fails the asserts below instead of hanging)
+  w.q.put((busy, (), None, []))
+  started.wait(30)
+  ran: list[tuple[int, int]] = []
+  w.run(lambda i: ran.append((i, threading.get_ident())), [(1,), (2,)], here=(0,))
+  assert not release.is_set() and sorted(ran) == [(i, threading.get_ident()) for i in range(3)], ran
+  release.set()
+  out: list[int] = []
+  w.run(lambda i: out.append(i), [(1,)], here=(0,))  # the worker, free again, finds the stale launch empty and serves this one
+  assert sorted(out) == [0, 1]
 
 def test_large_elementwise_uses_threads() -> None:
   x = np.random.default_rng(0).standard_normal(1 << 20).astype(np.float32)
@@ -340,9 +405,10 @@ def test_default_device_is_cpu_and_renderer_listed_once() -> None:
 def test_dev_cpu_llvm_selects_the_renderer() -> None:
   out = _run("""
   from tg_core import Tensor, Device
-  print((Tensor([1.0, 2.0]) * 2).tolist(), type(Device["CPU"].renderer).__name__)
+  from tg_cpu_x86.renderer import LLVMRenderer
+  print((Tensor([1.0, 2.0]) * 2).tolist(), isinstance(Device["CPU"].renderer, LLVMRenderer), Device["CPU"].renderer.target_name())
   """, env={"DEV": "CPU:LLVM"})
-  assert "[2.0, 4.0] LLVMRenderer" in out, out
+  assert "[2.0, 4.0] True LLVM" in out, out
 
 def test_manifest_is_light() -> None:
   out = _run("""

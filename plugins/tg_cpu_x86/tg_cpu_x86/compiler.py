@@ -18,19 +18,41 @@ from typing import Any
 import llvmlite  # the version only: llvmlite/__init__.py imports nothing else
 
 from tg_core.device import Compiler, diskcache_get, diskcache_put
-from tg_core.helpers import getenv
+from tg_core.helpers import BEAM, getenv
 from tg_cpu_x86.abi import kernel_work
 
 _lock = threading.Lock()
+# held while LLVM is set up (imported, host detected, target machine made): by `warm_up`'s thread, or by whoever asks first
+_init_lock = threading.RLock()
+_binding: ModuleType | None = None
 
-@functools.cache
 def llvm() -> ModuleType:
   """llvmlite.binding, with the native target and asm printer initialized (imported on first use)."""
-  import llvmlite.binding as binding
-  # llvmlite >= 0.44 initializes the core itself (llvm.initialize() raises there)
-  binding.initialize_native_target()
-  binding.initialize_native_asmprinter()
-  return binding
+  global _binding
+  if _binding is not None: return _binding
+  with _init_lock:
+    if _binding is None:
+      import llvmlite.binding as binding
+      # llvmlite >= 0.44 initializes the core itself (llvm.initialize() raises there)
+      binding.initialize_native_target()
+      binding.initialize_native_asmprinter()
+      _binding = binding
+  return _binding
+
+_warm_thread: threading.Thread | None = None
+def warm_up(compiler: LLVMCompiler) -> None:
+  """Set LLVM up for `compiler` on a background thread (once per process): import llvmlite.binding (its shared library's load,
+  most of the ~55 ms, runs without the GIL), detect the host and make the target machine, while the caller builds and schedules
+  its first kernels. Whatever needs LLVM before it is done waits for it (`_init_lock`). Only where the host facts aren't in the
+  disk cache (a first process: it needs LLVM to detect the host anyway); elsewhere a process whose kernels all come from the
+  compile cache never loads LLVM."""
+  global _warm_thread
+  if _warm_thread is not None or ((key := _host_key()) != ("",) and diskcache_get(HOST_TABLE, key) is not None): return
+  def work() -> None:
+    with _init_lock:
+      host_facts()
+      compiler.tm  # noqa: B018
+  (_warm_thread := threading.Thread(target=work, name="tg_cpu_llvm_warm_up", daemon=True)).start()
 
 # the disk cache table of LLVM's host detection, keyed by what it depends on (`_host_key`)
 HOST_TABLE = "tg_cpu_x86_host_v1"
@@ -57,6 +79,9 @@ def _host_key() -> tuple[str, ...]:
 @functools.cache
 def host_facts() -> tuple[str, str, str, str]:
   """(triple, cpu name, feature string, LLVM version) of this machine, from the disk cache or LLVM's host detection."""
+  with _init_lock: return _host_facts()
+
+def _host_facts() -> tuple[str, str, str, str]:
   key = _host_key()
   if key != ("",) and isinstance(hit := diskcache_get(HOST_TABLE, key), tuple) and len(hit) == 4: return hit
   binding = llvm()
@@ -79,30 +104,53 @@ def create_target_machine(opt: int = 3) -> Any:
   return llvm().Target.from_triple(triple).create_target_machine(cpu=cpu, features=features, opt=opt, reloc="pic", codemodel="default",
                                                                  jit=False)
 
-# a kernel with fewer ops than this (the renderer's estimate in the IR header) gets no optimization passes, only the
-# inliner and the backend at O`opt`: it runs in microseconds, and the O3 pipeline was two thirds of its compile time
-# (a 64x64 matmul on Zen 3: 38-40 -> 13-16 ms of CPU time, the cold first matmul's largest piece after importing llvmlite).
-# Not higher: kernels of 2^16 to 2^22 ops (small convs, matvecs, LSTM steps) ran 1.5-2x slower without the passes (loop
-# vectorization, unrolling, LICM): PP-OCR cls 4.5 -> 2.6 ms, silero-vad 224 -> 110 us a call (thread clock, one thread, Zen 3)
+# The optimization level is a cost model, work x expected runs, decided in two tiers. A kernel with fewer ops than QUICK_WORK
+# (the renderer's estimate in the IR header) is first compiled quick: no optimization passes, only the inliner and the backend
+# at O`opt`. It runs in microseconds to a few milliseconds, and the O3 pipeline was two thirds of its compile time (a 64x64
+# matmul on Zen 3: 38-40 -> 13-16 ms of CPU time, the cold first matmul's largest piece after importing llvmlite). Run often
+# enough, the passes pay off (loop vectorization, unrolling, LICM: kernels of 2^16 to 2^22 ops, small convs, matvecs, LSTM
+# steps, ran 1.5-2x slower without them), so the runtime compiles it again at the full level (`full_tier`) once its runs have
+# cost about what that compile costs (tg_cpu_x86.runtime.UPGRADE_S), or once a graph captures it (a replay runs it many times)
+# and it has at least TINY_WORK ops (below that the passes gain too little per run to pay for a compile up front).
+QUICK_WORK = 1 << 22
 TINY_WORK = 1 << 16
+# the IR header line that asks for the full level whatever the kernel's size (`full_tier`)
+FULL_TIER = "; tg tier: full\n"
+
+def full_tier(src: str) -> str:
+  """The IR `src` marked for the full optimization level (its compile is cached apart from the quick one's)."""
+  return src if src.startswith(FULL_TIER) else FULL_TIER + src
 
 def pass_level(src: str, opt: int) -> int:
-  """The optimization pipeline's level for the IR `src` at O`opt`: 0 (the inliner only) for a tiny kernel, else `opt`."""
-  return 0 if (work := kernel_work(src)) is not None and work < TINY_WORK else opt
+  """The optimization pipeline's level for the IR `src` at O`opt`: 0 (the inliner only) for a kernel under QUICK_WORK not
+  marked `full_tier`, else `opt`."""
+  if src.startswith(FULL_TIER): return opt
+  return 0 if (work := kernel_work(src)) is not None and work < QUICK_WORK else opt
 
 class LLVMCompiler(Compiler):
-  """IR -> object bytes at O`opt` (TG_CPU_OPT, default 3) with the host target machine; a tiny kernel (TINY_WORK) skips the
-  optimization passes. The level is a function of the source, so the compile cache's keys stay valid."""
+  """IR -> object bytes at O`opt` (TG_CPU_OPT, default 3) with the host target machine; a small kernel (QUICK_WORK) is first
+  compiled without the optimization passes. The level is a function of the source (`pass_level`), so the compile cache's keys
+  stay valid. `quick_source(lib)` hands the runtime the IR of a quick object, to compile again at the full level."""
   def __init__(self, opt: int | None = None):
     self.opt = int(getenv("TG_CPU_OPT", 3)) if opt is None else opt
-    triple, cpu, features, llvm_ver = host_facts()
-    fh = hashlib.sha256(features.encode()).hexdigest()[:16]
-    super().__init__(cachekey=f"tg_cpu_x86-llvm{llvm_ver}-llvmlite{llvmlite.__version__}-{triple}-{cpu}-{fh}-O{self.opt}-tiny{TINY_WORK}")
+    super().__init__(cachekey=None)
+    self._quick: dict[bytes, str] = {}  # quick objects -> their IR, until a program takes it (quick_source)
+
+  @property
+  def cachekey(self) -> str:  # type: ignore[override]
+    """The LLVM version, host target and levels, made when first asked for (the host facts may need LLVM, see `warm_up`)."""
+    if self._cachekey is None:
+      triple, cpu, features, llvm_ver = host_facts()
+      fh = hashlib.sha256(features.encode()).hexdigest()[:16]
+      self._cachekey = f"tg_cpu_x86-llvm{llvm_ver}-llvmlite{llvmlite.__version__}-{triple}-{cpu}-{fh}-O{self.opt}-quick{QUICK_WORK}"
+    return self._cachekey
+  @cachekey.setter
+  def cachekey(self, key: str | None) -> None: self._cachekey = key
 
   @functools.cached_property
   def tm(self) -> Any:
-    """The host target machine, made on the first compile (it needs llvmlite.binding)."""
-    return create_target_machine(self.opt)
+    """The host target machine, made on the first compile or by `warm_up` (it needs llvmlite.binding)."""
+    with _init_lock: return self.__dict__.get("tm") or create_target_machine(self.opt)
 
   def optimize(self, src: str) -> Any:
     """The parsed, verified and optimized module."""
@@ -123,6 +171,17 @@ class LLVMCompiler(Compiler):
       mpm.add_always_inliner_pass()
       mpm.run(mod, pb)
     return mod
+
+  def compile_cached(self, src: str) -> bytes:
+    # BEAM times its candidates: on the code they will run as, the full level (a quick object can rank them differently)
+    if BEAM >= 1: src = full_tier(src)
+    lib = super().compile_cached(src)
+    if pass_level(src, self.opt) < self.opt: self._quick[lib] = src
+    return lib
+
+  def quick_source(self, lib: bytes) -> str | None:
+    """The IR of `lib` if it was compiled quick (and not asked for before), else None. The caller compiles `full_tier(src)`."""
+    return self._quick.pop(lib, None)
 
   def compile(self, src: str) -> bytes:
     with _lock:  # one target machine: keep codegen single-threaded per compiler

@@ -6,7 +6,7 @@ import functools
 from tg_core.device import Compiled
 from tg_core.dtype import dtypes
 from tg_cpu_x86.allocator import CPUAllocator
-from tg_cpu_x86.compiler import LLVMCompiler, host_target
+from tg_cpu_x86.compiler import LLVMCompiler, host_target, warm_up
 from tg_cpu_x86.graph import CPUGraph
 from tg_cpu_x86.host import cache_sizes
 from tg_cpu_x86.renderer import LLVMRenderer
@@ -45,12 +45,20 @@ def _native_dtypes(base: frozenset) -> frozenset:
   it, for double -> half only (libgcc's __truncdfhf2): where that doesn't resolve, float16 stays emulated."""
   return base | {dtypes.float16} if "+f16c" in host_features() and resolves("__truncdfhf2") else base
 
+class HostLLVMRenderer(LLVMRenderer):
+  """The LLVM renderer with the host's caps: its SIMD width, register tile and caches; the only arch it targets is the host's
+  (kernels run here): DEV=CPU:LLVM:<other> is an error. Made when codegen first needs it (the device lists the class), by when
+  `warm_up` has had the scheduling of the first kernels to load LLVM in."""
+  def __init__(self) -> None:
+    super().__init__()
+    self.caps = dataclasses.replace(self.caps, vector_width=vector_width(), big_reduce_tile=register_tile(), cache_sizes=_cache_sizes(),
+                                    archs=(host_target()[1],), arch=host_target()[1], native_dtypes=_native_dtypes(self.caps.native_dtypes))
+    self.avx2 = "+avx2" in host_features()
+  @classmethod
+  def target_name(cls) -> str: return LLVMRenderer.target_name()  # "LLVM", as DEV=CPU:LLVM names it
+
 class CPUDevice(Compiled):
   """CPU, CPU:1, ...: every instance is the same host; different instances are separate devices to the scheduler."""
   def __init__(self, device: str):
-    ren = LLVMRenderer()
-    # the host's SIMD width, register tile and caches; the only arch it targets is the host's (kernels run here): DEV=CPU:LLVM:<other> is an error
-    ren.caps = dataclasses.replace(ren.caps, vector_width=vector_width(), big_reduce_tile=register_tile(), cache_sizes=_cache_sizes(),
-                                   archs=(host_target()[1],), arch=host_target()[1], native_dtypes=_native_dtypes(ren.caps.native_dtypes))
-    ren.avx2 = "+avx2" in host_features()
-    super().__init__(device, CPUAllocator(), [ren], _compiler(), CPUProgram, graph=CPUGraph)  # TinyJit replays through CPUGraph
+    warm_up(_compiler())
+    super().__init__(device, CPUAllocator(), [HostLLVMRenderer], _compiler(), CPUProgram, graph=CPUGraph)  # TinyJit replays through CPUGraph

@@ -87,15 +87,14 @@ class CPUGraph:
     self.kernels: list[_Kernel] = []
     for runner, bufs, var_vals in items:
       if not self.supports(runner): raise TypeError(f"CPUGraph can't batch {runner!r}: only kernels whose program is a CPUProgram")
+      runner.prg.captured()  # replayed many times: worth the full optimization level
       k = _Kernel(runner, runner.prg, [], {})
       k.set_bufs(bufs)
       k.set_vals(var_vals)
       self.kernels.append(k)
     self.loop = replay_loop()
     self.table = (_Entry * len(self.kernels))()
-    for i, k in enumerate(self.kernels):
-      self.table[i].fn = ctypes.cast(k.prg.fxn, ctypes.c_void_p).value
-      self._patch(i)
+    for i in range(len(self.kernels)): self._patch(i)
     self.unsettled = set(range(len(self.kernels)))  # kernels whose way of running (in the loop or not) may have changed
     self.in_loop = [False] * len(self.kernels)
     self.steps: list[int | tuple[int, int]] = []  # a kernel's index (launched from Python) or (start, count) of a run of the loop
@@ -103,7 +102,8 @@ class CPUGraph:
 
   def _patch(self, i: int) -> None:
     k, e = self.kernels[i], self.table[i]
-    e.bufs, e.vals = ctypes.addressof(k.addrs), ctypes.addressof(k.vals_arr)
+    # (the function too: a kernel launched from Python until its thread count was decided may have been compiled again since)
+    e.fn, e.bufs, e.vals = ctypes.cast(k.prg.fxn, ctypes.c_void_p).value, ctypes.addressof(k.addrs), ctypes.addressof(k.vals_arr)
 
   def _settle(self) -> None:
     """Decide again, for the kernels that changed, which run in the loop; rebuild the steps where that changed."""
@@ -112,6 +112,7 @@ class CPUGraph:
     changed, still = False, set()
     for i in self.unsettled:
       k = self.kernels[i]
+      self._patch(i)
       n = None if k.empty else k.prg.threads_for(k.vals)
       if n is None and not k.empty: still.add(i)  # not decided yet: launched (and timed) from Python, looked at again next replay
       if (loop := n == 1) != self.in_loop[i]: self.in_loop[i], changed = loop, True

@@ -115,7 +115,7 @@ class _CPUKernelWriter(LLVMKernelWriter):
     cargs += ["i32 %core", "i32 %ncores"]
     wrap += [f"  %ret = call i64 @{self.sym}.body({', '.join(cargs)})", "  ret i64 %ret", "}"]
     work = _work_per_iter(self.uops, self.split)
-    # the whole kernel's work: the compiler gives a tiny kernel fewer passes (tg_cpu_x86.compiler.TINY_WORK)
+    # the whole kernel's work: the compiler compiles a small kernel quick first (tg_cpu_x86.compiler.QUICK_WORK)
     return [f"; tg kernel {self.name}", f"; split loop: {'yes' if self.split is not None else 'no'}", f"{WORK_COMMENT}{_weighted_work(self.uops)}", "",
             f"@{work_symbol(self.name)} = constant i64 {work}", "",
             f"define internal i64 @{self.sym}.body({bargs}) #1 {{", *body, "}", "", *wrap]

@@ -11,6 +11,7 @@ and it is split only where the time saved beats the pool's handoff cost, itself 
 from __future__ import annotations
 import ctypes
 import functools
+import itertools
 import os
 import _thread
 import queue
@@ -19,12 +20,16 @@ import time
 from typing import Any, Callable
 
 from tg_core.helpers import NUM_CPU_THREADS
-from tg_cpu_x86.abi import symbol_name, work_symbol
+from tg_cpu_x86.abi import kernel_work, symbol_name, work_symbol
 from tg_cpu_x86.compiler import create_target_machine, llvm
 from tg_cpu_x86.elf import ELFLoadError, LoadedObject
 
 # single-thread runs timed (per Variable values) before the split is decided; the first is cold (page faults, caches)
 TIMED_RUNS = 2
+# seconds of runs after which a quickly compiled kernel (tg_cpu_x86.compiler.QUICK_WORK) is compiled again at the full level:
+# about what that compile costs a small kernel (10-40 ms on Zen 3), so a kernel run once or a few times (a cold first matmul)
+# never pays for it, and one run often spends at most about twice what the better code would have cost it
+UPGRADE_S = 0.02
 
 def decision_key(vals: tuple[int, ...]) -> tuple[int, ...]:
   """The Variable values one thread decision serves: each value's power-of-two bucket. A decode step's start_pos is new at every
@@ -82,8 +87,8 @@ def _noop(*args: Any) -> None: pass
 
 class _Workers:
   """Threads that run kernel chunks (ctypes releases the GIL for the call). Lighter than concurrent.futures, whose import
-  (with logging) costs ~3 ms of a cold start: a handoff is a queue put, and each chunk's completion a plain lock the worker
-  releases (no Event/Condition). `handoff_s` is the measured cost of one round trip through the pool."""
+  (with logging) costs ~3 ms of a cold start: a handoff is a queue put, and completion a plain lock (no Event/Condition).
+  `handoff_s` is the measured cost of one round trip through the pool."""
   def __init__(self, n: int):
     self.q: queue.SimpleQueue = queue.SimpleQueue()
     for i in range(n): threading.Thread(target=self._loop, name=f"tg_cpu_{i}", daemon=True).start()
@@ -94,25 +99,44 @@ class _Workers:
       fn, args, done, errs = self.q.get()
       try: fn(*args)
       except BaseException as e: errs.append(e)
-      finally: done.release()
+      finally:
+        if done is not None: done.release()
   def run(self, fn: Callable, argss: list[tuple], here: tuple) -> None:
-    """fn(*args) for each of argss on the workers and fn(*here) on the calling thread; returns when all are done."""
+    """fn(*here) and fn(*args) for each of argss, each once; returns when all are done. The calling thread runs one, then any
+    no worker has taken yet: a worker that wakes late (a loaded machine: measured 4-8 ms late on a 2-core VM with a load
+    average of 12, for a 2 ms chunk) then costs no more than running the chunks here."""
     errs: list[BaseException] = []
+    jobs = [here, *argss]
+    claim = itertools.count()  # next() is one C call under the GIL: each job is claimed once
+    left, left_lock = [len(jobs)], _thread.allocate_lock()
+    (all_done := _thread.allocate_lock()).acquire()
+    def work() -> None:
+      while (i := next(claim)) < len(jobs):
+        try: fn(*jobs[i])
+        except BaseException as e: errs.append(e)
+        finally:
+          with left_lock:
+            left[0] -= 1
+            if left[0] == 0: all_done.release()
+    for _ in argss: self.q.put((work, (), None, errs))
+    work()
+    all_done.acquire()  # the buffers stay in use until every chunk is done (a worker that found none left touches nothing)
+    if errs: raise errs[0]
+  def _dispatch(self, fn: Callable, argss: list[tuple], here: tuple) -> None:
+    """fn(*here) on the calling thread and fn(*args) for each of argss on a worker (no stealing); returns when all are done."""
     done = []
     for args in argss:
       (lk := _thread.allocate_lock()).acquire()
       done.append(lk)
-      self.q.put((fn, args, lk, errs))
-    try: fn(*here)
-    finally:
-      for lk in done: lk.acquire()  # the buffers stay in use until every chunk is done
-    if errs: raise errs[0]
+      self.q.put((fn, args, lk, []))
+    fn(*here)
+    for lk in done: lk.acquire()
   def _measure_handoff(self, rounds: int = 9) -> float:
     """The median time of handing an empty chunk to each worker and waiting for it: what a split must save to pay off."""
     ts = []
     for _ in range(rounds):
       st = time.perf_counter()
-      self.run(_noop, [()] * self.n, ())
+      self._dispatch(_noop, [()] * self.n, ())
       ts.append(time.perf_counter() - st)
     return sorted(ts)[rounds // 2]
 
@@ -138,25 +162,58 @@ def max_threads() -> int:
   return n if n > 0 else _cpu_count()
 
 class CPUProgram:
-  """A kernel loaded from an object file. `__call__(*bufs, vals=...)` runs it (synchronously)."""
+  """A kernel loaded from an object file. `__call__(*bufs, vals=...)` runs it (synchronously). A quick object (see
+  tg_cpu_x86.compiler.QUICK_WORK) has its runs timed until they add up to UPGRADE_S, then is compiled at the full level and
+  reloaded (`upgrade`)."""
   def __init__(self, device: str, name: str, lib: bytes, **kwargs: Any):
-    self.device, self.name, self.lib = device, name, lib
+    from tg_cpu_x86.device import _compiler
+    self.device, self.name = device, name
+    self._quick_src = _compiler().quick_source(lib)  # the IR to compile again at the full level, None when it isn't quick
+    self._quick_s = 0.0  # seconds spent in runs of the quick object
+    self._nthreads: dict[tuple[int, ...], int] = {}          # Variable values -> decided thread count
+    self._timings: dict[tuple[int, ...], tuple[int, float]] = {}  # Variable values -> (single-thread runs timed, best time)
+    self._knob = NUM_CPU_THREADS.value
+    self._load(lib)
+
+  def _load(self, lib: bytes) -> None:
+    self.lib = lib
     try:
       self._image: Any = LoadedObject(lib, c_symbol)
-      addr, waddr = self._image.symbols.get(symbol_name(name), 0), self._image.symbols.get(work_symbol(name), 0)
+      addr, waddr = self._image.symbols.get(symbol_name(self.name), 0), self._image.symbols.get(work_symbol(self.name), 0)
     except ELFLoadError:  # something the small loader doesn't handle: LLVM's own linker does
       _init_symbols()
       binding = llvm()
       self._image = engine = binding.create_mcjit_compiler(binding.parse_assembly(""), create_target_machine())
       engine.add_object_file(binding.ObjectFileRef.from_data(lib))
       engine.finalize_object()
-      addr, waddr = engine.get_function_address(symbol_name(name)), engine.get_global_value_address(work_symbol(name))
-    if not addr: raise RuntimeError(f"kernel {name}: symbol {symbol_name(name)} not found in the compiled object")
+      addr, waddr = engine.get_function_address(symbol_name(self.name)), engine.get_global_value_address(work_symbol(self.name))
+    if not addr: raise RuntimeError(f"kernel {self.name}: symbol {symbol_name(self.name)} not found in the compiled object")
     self.fxn = KERNEL_FN(addr)
     self.work_per_iter = ctypes.c_int64.from_address(waddr).value if waddr else 0
-    self._nthreads: dict[tuple[int, ...], int] = {}          # Variable values -> decided thread count
-    self._timings: dict[tuple[int, ...], tuple[int, float]] = {}  # Variable values -> (single-thread runs timed, best time)
-    self._knob = NUM_CPU_THREADS.value
+
+  @property
+  def quick(self) -> bool:
+    """Is the loaded object the quick compile of a kernel that `upgrade` can compile at the full level?"""
+    return self._quick_src is not None
+
+  def captured(self) -> None:
+    """A graph captured this kernel, to replay it many times: a quick one with at least TINY_WORK ops is compiled at the full level
+    now (its replays run in a compiled loop, untimed)."""
+    from tg_cpu_x86.compiler import TINY_WORK
+    if self._quick_src is not None and (kernel_work(self._quick_src) or 0) >= TINY_WORK: self.upgrade()
+
+  def upgrade(self) -> None:
+    """Compile the kernel at the full level (or take it from the compile cache) and run that from now on; the thread counts are
+    decided again for the faster code. A no-op for a kernel that isn't quick."""
+    if (src := self._quick_src) is None: return
+    from tg_cpu_x86.compiler import full_tier
+    from tg_cpu_x86.device import _compiler
+    self._quick_src = None
+    # the quick image stays loaded: a graph's table may still point at its function (a kernel replayed there and launched elsewhere)
+    self._quick_image = self._image
+    self._load(_compiler().compile_cached(full_tier(src)))
+    self._nthreads.clear()
+    self._timings.clear()
 
   def _threads(self, bufs: Any, vals_arr: Any, vals: tuple[int, ...]) -> int:
     """The thread count decided for these Variable values (`vals`: their decision_key): 1 for a kernel that can't be split; 0
@@ -202,10 +259,14 @@ class CPUProgram:
     self._check_knob()
     n = self._nthreads.get(key := decision_key(vals))
     if n is None: n = self._threads(bufs, vals_arr, key)
+    if self._quick_src is not None: st = time.perf_counter()
     if n == 1: self.fxn(bufs, vals_arr, 0, 1)
     elif n == 0: self._timed(bufs, vals_arr, key)
     else:  # chunks 1..n-1 on the workers, chunk 0 on this thread
       _get_pool(n - 1).run(self.fxn, [(bufs, vals_arr, i, n) for i in range(1, n)], here=(bufs, vals_arr, 0, n))
+    if self._quick_src is not None:
+      self._quick_s += time.perf_counter() - st
+      if self._quick_s >= UPGRADE_S: self.upgrade()
 
   def __call__(self, *bufs: Any, global_size: tuple[int, ...] = (1, 1, 1), local_size: tuple[int, ...] = (1, 1, 1),
                vals: tuple[int, ...] = (), wait: bool = False) -> float | None:
