@@ -51,6 +51,7 @@ class CPUDevice(Compiled):
     ren = LLVMRenderer()
     # the host's SIMD width, register tile and caches; the only arch it targets is the host's (kernels run here): DEV=CPU:LLVM:<other> is an error
     ren.caps = dataclasses.replace(ren.caps, vector_width=vector_width(), big_reduce_tile=register_tile(), cache_sizes=_cache_sizes(),
-                                   archs=(host_target()[1],), arch=host_target()[1], native_dtypes=_native_dtypes(ren.caps.native_dtypes))
+                                   archs=(host_target()[1],), arch=host_target()[1], native_dtypes=_native_dtypes(ren.caps.native_dtypes),
+                                   native_dp4a="+avx2" in host_features())
     ren.avx2 = "+avx2" in host_features()
     super().__init__(device, CPUAllocator(), [ren], _compiler(), CPUProgram, graph=CPUGraph)  # TinyJit replays through CPUGraph

@@ -360,3 +360,28 @@ def factored_q8_0(blocks: Tensor) -> tuple[Tensor, Tensor, Tensor | None]:
 # 1.19x, 576x1536 1.57x. Q4_K, Q5_0 and Q6_K factored the same way measured even (0.98-1.04x: their bit unpacking dominates) while
 # adding the kernel of the sums of x, so they keep the dequantized form
 FACTORED = {"Q4_0": factored_q4_0, "Q4_1": factored_q4_1, "Q8_0": factored_q8_0}
+
+# *** integer dot products (Tensor.dp4a): the decode step's matvec against x quantized to int8 per 32-element block ***
+# A block's dot product is then one int32 sum of byte products (4 per DP4A op) scaled once: d_w * d_x * isum (+ m_w * sum(x)),
+# as llama.cpp's q8_1 dot products do. Each takes a format's blocks as int32 words (n, block_bytes / 4): the words must hold 4
+# consecutive elements of one row (tg_gguf.llm.model.LANE_WORD), and returns (d (n, 1), parts, min (n, 1) or None): parts are
+# (n, 4) int32 words of 4 signed bytes, part i the block's elements 16i..16i+15, with d * q + min == dequantize_<type>. (Parts
+# rather than one (n, 8): each is its own unrolled reduce, so the nibble shifts are immediates and no loop runs over the halves.)
+
+def dot_q4_1(w: Tensor) -> tuple[Tensor, tuple[Tensor, ...], Tensor | None]:
+  # word 0: the fp16 scale and min; words 1..4: the 16 nibble bytes (low nibbles are elements 0..15, high ones 16..31)
+  qs = w[:, 1:5]
+  return _f16_bits_to_f32(w[:, 0:1] & 0xFFFF), (qs & 0x0F0F0F0F, (qs >> 4) & 0x0F0F0F0F), _f16_bits_to_f32((w[:, 0:1] >> 16) & 0xFFFF)
+
+DOT = {"Q4_1": dot_q4_1}
+
+def quantize_q8_blocks(x: Tensor) -> Tensor:
+  """x (..., K) float32, K a multiple of 32 -> (..., K/32, 10) int32: per block 8 words of 4 int8 q = round(x / d) in -127..127
+  (element order), then the float32 bits of d = max|x| / 127 and of the block's sum of x. One tensor: one small kernel per
+  matvec (three outputs were three kernels, ~8 us each to launch). q is 0 where the block is all zeros."""
+  xb = x.reshape(*x.shape[:-1], x.shape[-1] // 32, 32)
+  d = xb.abs().max(-1, keepdim=True) / 127.0
+  q = (xb * (d > 0).where(1.0 / d, 0.0)).round().cast(dtypes.int32).reshape(*xb.shape[:-1], 8, 4)
+  # 4 bytes to a word by shifts (their bits are disjoint, so the sum is their or)
+  words = ((q & 255) << _const((0, 8, 16, 24), x.device)).sum(-1, dtype=dtypes.int32)
+  return words.cat(d.bitcast(dtypes.int32), xb.sum(-1, keepdim=True).bitcast(dtypes.int32), dim=-1)
