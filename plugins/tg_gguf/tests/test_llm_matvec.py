@@ -114,31 +114,39 @@ def _q8_blocks(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
   d = np.abs(xb).max(-1, keepdims=True) / 127
   return d, np.round(xb / np.where(d > 0, d, 1)).astype(np.int64)
 
-@pytest.mark.parametrize("rows,cols", [(40, 512), (16, 1536)])
-def test_dot_matvec_q4_1_matches_int8_reference(rows: int, cols: int):
+def _q_d_m(name: str, raw: np.ndarray, rows: int, nb: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+  """(q (rows, nb, 32) int, d, min (rows, nb) float64) of a 32-block format from the file's bytes: value = d * q + min."""
+  half = lambda o: raw[:, o:o + 2].copy().view(np.float16).astype(np.float64).reshape(rows, nb)  # noqa: E731
+  if name == "Q8_0": return raw[:, 2:34].view(np.int8).astype(np.int64).reshape(rows, nb, 32), half(0), np.zeros((rows, nb))
+  qs = raw[:, {"Q4_0": 2, "Q4_1": 4}[name]:][:, :16].reshape(rows, nb, 16).astype(np.int64)
+  q = np.concatenate([qs & 15, qs >> 4], axis=-1)
+  return q, half(0), half(2) if name == "Q4_1" else -8 * half(0)
+
+@pytest.mark.parametrize("name,rows,cols", [("Q4_1", 40, 512), ("Q4_1", 16, 1536), ("Q4_0", 24, 512), ("Q8_0", 32, 512), ("Q8_0", 8, 640)])
+def test_dot_matvec_matches_int8_reference(name: str, rows: int, cols: int):
   """Transformer.dot_matvec (the decode step's integer matvec over word-interleaved rows) is, per block, d_w * d_x * sum(q_w * q_x)
   + m_w * sum(x) with x's int8 quantization: checked against that sum in float64 from the file's bytes, and against gguf-py's
-  dequantized matrix times the unquantized x within what x's int8 rounding allows."""
-  raw = _blocks("Q4_1", rows, cols)
-  fmt = format_for(BY_NAME["Q4_1"].id)
+  dequantized matrix times the unquantized x within what x's int8 rounding allows. Q4_0 and Q8_0 blocks come in pairs, the
+  first one's quants 2 bytes off the word grid."""
+  raw = _blocks(name, rows, cols)
+  fmt = format_for(BY_NAME[name].id)
   dz = Weights._dot(Weights._interleave_words(raw, rows, "CPU"), fmt, rows, cols)
   assert dz is not None
   x = np.random.default_rng(3).standard_normal(cols).astype(np.float32)
   x[32:64] = 0  # an all-zero block: d_x = 0
   got = Transformer.dot_matvec(Tensor(x.reshape(1, 1, cols), device="CPU"), dz).numpy().reshape(rows)
   nb = cols // 32
-  d_w, m_w = (raw[:, o:o + 2].copy().view(np.float16).astype(np.float64).reshape(rows, nb) for o in (0, 2))
-  qs = raw[:, 4:20].reshape(rows, nb, 16).astype(np.int64)
-  q_w = np.concatenate([qs & 15, qs >> 4], axis=-1)
+  q_w, d_w, m_w = _q_d_m(name, raw, rows, nb)
   d_x, q_x = _q8_blocks(x)
   ref = (d_w * d_x.reshape(nb) * (q_w * q_x.reshape(1, nb, 32)).sum(-1) + m_w * x.reshape(nb, 32).astype(np.float64).sum(-1)).sum(-1)
   np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5 * float(np.abs(ref).max()))
-  exact = gq.dequantize(raw, Q.Q4_1).reshape(rows, cols).astype(np.float64) @ x.astype(np.float64)
+  exact = gq.dequantize(raw, Q[name]).reshape(rows, cols).astype(np.float64) @ x.astype(np.float64)
   np.testing.assert_allclose(got, exact, atol=2e-2 * float(np.abs(exact).max()))
 
 def test_word_interleaved_lanes_keep_the_blocks():
   """A LANE_WORD format's lanes buffer (int32 words), viewed back as bytes, is the stored blocks (prefill and the dequantized
   views read the file's blocks through it)."""
-  raw = _blocks("Q4_1", 16, 512)
-  lanes = Weights._interleave_words(raw, 16, "CPU")
-  np.testing.assert_array_equal(row_lanes_view(lanes, 20).numpy(), raw)
+  for name, bb in (("Q4_1", 20), ("Q8_0", 34)):
+    raw = _blocks(name, 16, 512)
+    lanes = Weights._interleave_words(raw, 16, "CPU")
+    np.testing.assert_array_equal(row_lanes_view(lanes, bb).numpy(), raw)

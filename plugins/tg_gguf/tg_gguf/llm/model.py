@@ -93,7 +93,7 @@ ATTN_BLOCK = 16
 
 # formats whose rows are interleaved by words of this many bytes rather than by bytes: each int32 lane then holds 4 consecutive
 # elements of one row, what an integer dot product step (Tensor.dp4a, quants.DOT) multiplies with 4 int8 elements of x
-LANE_WORD = {"Q4_1": 4}  # (4 only: the lanes buffer is then int32)
+LANE_WORD = {"Q4_0": 4, "Q4_1": 4, "Q8_0": 4}  # (4 only: the lanes buffer is then int32)
 
 def row_lanes_view(lanes: Tensor, block_bytes: int) -> Tensor:
   """The ROW_LANES layout: a matrix of `rows` rows of `row_bytes` bytes each is held as a (rows / ROW_LANES, row_bytes, ROW_LANES)
@@ -130,15 +130,17 @@ class Factored:
 
 @dataclass(frozen=True)
 class Dot:
-  """A quantized matrix for integer dot products (quants.DOT): scale d, min (rows, blocks, 1) float32 (min None: 0), parts q
-  (rows, blocks, 4) int32 words of 4 signed bytes (part i: a block's elements 16i..), views of the word-interleaved packed blocks
-  (LANE_WORD)."""
+  """Blocks `index`, `index + unit`, ... of each row of a quantized matrix, for integer dot products (quants.DOT): scale d, min
+  (rows, those blocks, 1) float32 (min None: 0), parts q (rows, those blocks, 4) int32 words of 4 signed bytes (part i: a block's
+  elements 16i..), views of the word-interleaved packed blocks (LANE_WORD). A matrix is a tuple of them, one per block of a unit."""
   d: Tensor
   q: tuple[Tensor, ...]
   min: Tensor | None
+  unit: int
+  index: int
 
   def rows(self, start: int, stop: int) -> Dot:
-    return Dot(self.d[start:stop], tuple(p[start:stop] for p in self.q), self.min[start:stop] if self.min is not None else None)
+    return Dot(self.d[start:stop], tuple(p[start:stop] for p in self.q), self.min[start:stop] if self.min is not None else None, self.unit, self.index)
 
 class Weights:
   """The model's tensors on `device`: plain ones (F32, F16) copied as they are, quantized ones as realized packed blocks viewed
@@ -154,8 +156,8 @@ class Weights:
     # quantized matrices of a FACTORED format as (scale, q, min) views (Weights._factored): the decode step's matvec
     self.factored: dict[str, Factored] = {}
     self.fused_factored: dict[str, Factored] = {}  # first member of a fused group -> the factored view of all its rows
-    self.dot: dict[str, Dot] = {}  # quantized matrices of a DOT format: the decode step's integer matvec (Transformer.dot_matvec)
-    self.fused_dot: dict[str, Dot] = {}
+    self.dot: dict[str, tuple[Dot, ...]] = {}  # quantized matrices of a DOT format: the decode step's integer matvec (Transformer.dot_matvec)
+    self.fused_dot: dict[str, tuple[Dot, ...]] = {}
     groups = self._groups()
     for i, name in enumerate(f.tensors):
       info = f.tensors[name]
@@ -176,7 +178,7 @@ class Weights:
           r = f.tensors[n].shape[0]
           self.blocked[n] = fused[row:row + r]
           if fz is not None: self.factored[n] = Factored(fz.scale[row:row + r], fz.q[row:row + r], fz.min[row:row + r] if fz.min is not None else None)
-          if dz is not None: self.dot[n] = dz.rows(row, row + r)
+          if dz is not None: self.dot[n] = tuple(z.rows(row, row + r) for z in dz)
           self.tensors[n] = self.blocked[n].reshape(r, cols)
           start, row = start + f.tensors[n].n_blocks, row + r
       elif name not in self.packed:
@@ -201,12 +203,13 @@ class Weights:
     return out
 
   @staticmethod
-  def _dot(lanes: Tensor | None, fmt: Any, rows: int, cols: int) -> Dot | None:
+  def _dot(lanes: Tensor | None, fmt: Any, rows: int, cols: int) -> tuple[Dot, ...] | None:
     """The integer dot product views of a word-interleaved matrix of a DOT format (LANE_WORD), else None."""
-    if lanes is None or lanes.dtype != dtypes.int32 or (f := DOT.get(fmt.name)) is None: return None
-    d, q, mn = f(row_lane_words(lanes, fmt.block_bytes))
-    nb = cols // fmt.block_elems
-    return Dot(d.reshape(rows, nb, 1), tuple(p.reshape(rows, nb, 4) for p in q), mn.reshape(rows, nb, 1) if mn is not None else None)
+    if lanes is None or lanes.dtype != dtypes.int32 or fmt.name not in DOT: return None
+    unit, f = DOT[fmt.name]
+    nu = cols // fmt.block_elems // unit
+    return tuple(Dot(d.reshape(rows, nu, 1), tuple(p.reshape(rows, nu, 4) for p in q), mn.reshape(rows, nu, 1) if mn is not None else None, unit, i)
+                 for i, (d, q, mn) in enumerate(f(row_lane_words(lanes, unit * fmt.block_bytes))))
 
   @staticmethod
   def _interleave_words(blocks: np.ndarray, rows: int, device: str) -> Tensor:
@@ -413,17 +416,19 @@ class Transformer:
     return dots.sum((-3, -2, -1))
 
   @staticmethod
-  def dot_matvec(x: Tensor, dz: Dot) -> Tensor:
+  def dot_matvec(x: Tensor, dz: tuple[Dot, ...]) -> Tensor:
     """x @ W.T for one token with integer dot products: x quantized to int8 per 32-element block (quantize_q8_blocks, its own
     small kernels), then per block of each row the int32 sum of byte products (Tensor.dp4a, 4 a step) scaled once by d_w * d_x,
     plus the block's min times the sum of x. The products are exact; x's quantization is what llama.cpp's CPU matvecs do too."""
-    rows, nb = dz.d.shape[0], dz.d.shape[1]
-    xq = quantize_q8_blocks(x.reshape(nb * 32)).contiguous()
-    parts = [p.dp4a(xq[:, 4 * i:4 * i + 4]).sum(-1, keepdim=True, dtype=dtypes.int32) for i, p in enumerate(dz.q)]
-    isum = parts[0] if len(parts) == 1 else functools.reduce(lambda a, b: a + b, parts)
-    y = isum.cast(dtypes.float32) * (dz.d * xq[:, 8:9].bitcast(dtypes.float32))
-    if dz.min is not None: y = y + dz.min * xq[:, 9:10].bitcast(dtypes.float32)
-    return y.sum((-2, -1)).reshape(*x.shape[:-1], rows)
+    rows, nu, unit = dz[0].d.shape[0], dz[0].d.shape[1], dz[0].unit
+    xq = quantize_q8_blocks(x.reshape(nu * unit * 32)).contiguous().reshape(nu, unit, 10)
+    out = []
+    for z in dz:  # each block of a unit: its own reduce over the units, all in one kernel
+      xz = xq[:, z.index]
+      isum = functools.reduce(lambda a, b: a + b, [p.dp4a(xz[:, 4 * i:4 * i + 4]).sum(-1, keepdim=True, dtype=dtypes.int32) for i, p in enumerate(z.q)])
+      y = isum.cast(dtypes.float32) * (z.d * xz[:, 8:9].bitcast(dtypes.float32))
+      out.append((y + z.min * xz[:, 9:10].bitcast(dtypes.float32) if z.min is not None else y).sum((-2, -1)))
+    return functools.reduce(lambda a, b: a + b, out).reshape(*x.shape[:-1], rows)
 
   def linears(self, x: Tensor, names: tuple[str, ...]) -> list[Tensor]:
     """[linear(x, n) for n in names], realized: the members of a fused group (Weights.fused) come from one kernel."""
