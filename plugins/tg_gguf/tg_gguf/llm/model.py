@@ -418,16 +418,17 @@ class Transformer:
   @staticmethod
   def dot_matvec(x: Tensor, dz: tuple[Dot, ...]) -> Tensor:
     """x @ W.T for one token with integer dot products: x quantized to int8 per 32-element block (quantize_q8_blocks, its own
-    small kernels), then per block of each row the int32 sum of byte products (Tensor.dp4a, 4 a step) scaled once by d_w * d_x,
+    two small kernels), then per block of each row the int32 sum of byte products (Tensor.dp4a, 4 a step) scaled once by d_w * d_x,
     plus the block's min times the sum of x. The products are exact; x's quantization is what llama.cpp's CPU matvecs do too."""
     rows, nu, unit = dz[0].d.shape[0], dz[0].d.shape[1], dz[0].unit
-    xq = quantize_q8_blocks(x.reshape(nu * unit * 32)).contiguous().reshape(nu, unit, 10)
+    xq, stats = quantize_q8_blocks(x.reshape(nu * unit * 32))
+    xq, stats = xq.reshape(nu, unit, 8), stats.reshape(nu, unit, 2)
     out = []
     for z in dz:  # each block of a unit: its own reduce over the units, all in one kernel
-      xz = xq[:, z.index]
+      xz, sz = xq[:, z.index], stats[:, z.index]
       isum = functools.reduce(lambda a, b: a + b, [p.dp4a(xz[:, 4 * i:4 * i + 4]).sum(-1, keepdim=True, dtype=dtypes.int32) for i, p in enumerate(z.q)])
-      y = isum.cast(dtypes.float32) * (z.d * xz[:, 8:9].bitcast(dtypes.float32))
-      out.append((y + z.min * xz[:, 9:10].bitcast(dtypes.float32) if z.min is not None else y).sum((-2, -1)))
+      y = isum.cast(dtypes.float32) * (z.d * sz[:, 0:1])
+      out.append((y + z.min * sz[:, 1:2] if z.min is not None else y).sum((-2, -1)))
     return functools.reduce(lambda a, b: a + b, out).reshape(*x.shape[:-1], rows)
 
   def linears(self, x: Tensor, names: tuple[str, ...]) -> list[Tensor]:
