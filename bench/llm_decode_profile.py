@@ -2,7 +2,8 @@
 (best of --reps, thread count as the runtime decides it) at start_pos = each of --positions, summed per kernel kind: the quantized
 matvecs vs every other kind (norms, RoPE, KV-cache writes, attention scores, softmax, weighted sum, residual adds, lm_head). Also
 the whole step replayed as decode runs it (tok/s), at each position. Kinds are told apart from what a kernel reads and writes:
-  matvec      reads a packed (uint8) weight larger than 64 KiB   (lm_head included: "lm_head" when its output is the vocabulary)
+  matvec      reads a packed weight (uint8, or int32 words: the integer-dot formats) larger than 64 KiB   (lm_head included: "lm_head"
+              when its output is the vocabulary)
   kv_write    writes the float16 KV cache
   scores      reads the cache, its output is one value per (head, position)  -- start_pos-dependent
   attn_v      reads the cache, its output is one value per (head, head element)
@@ -25,7 +26,7 @@ def kind(model, runner, bufs) -> str:
   p, cfg = runner.p, model.cfg
   ins = [bufs[i] for i in p.ins] if p.ins else bufs[1:]
   outs = [bufs[i] for i in p.outs] if p.outs else bufs[:1]
-  if any(b.dtype.itemsize == 1 and b.nbytes > 65536 for b in ins):
+  if any((b.dtype.itemsize == 1 or b.dtype.name == "int") and b.nbytes > 65536 for b in ins):
     return "lm_head" if any(b.size == cfg.vocab_size for b in outs) else "matvec"
   if any(b.dtype.name == "half" for b in outs): return "kv_write"
   reads_cache = any(b.dtype.name == "half" for b in ins)

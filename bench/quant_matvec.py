@@ -3,9 +3,10 @@ packed weight bytes read vs numpy's fp32 matvec (OpenBLAS sgemv, one thread) of 
 
 A kernel at memory bandwidth reads its packed bytes as fast as sgemv reads fp32 ones (ratio ~1.0); its time per output row is then
 packed/fp32 bytes (Q4_1: 0.16x) of sgemv's. The weights are random blocks with sane fp16 scales (gguf-py checks every result);
-the tg side is Transformer.matvec, the decode step's own expression (the factored form where the format has one, quants.FACTORED;
-the "blocked" column is the dequantized-view matvec, Transformer._matvec, for comparison). Run: DEV=CPU .venv/bin/python bench/quant_matvec.py
-[--threads N] [--only Q4_1,...]"""
+the tg side is the decode step's own expression: Transformer.dot_matvec for the integer-dot formats (quants.DOT: x quantized to
+int8 per block, its kernel included in the time), else Transformer.matvec (the factored form where the format has one,
+quants.FACTORED). The "float" column is the float matvec (factored or dequantized, Transformer.matvec) for comparison.
+Run: DEV=CPU .venv/bin/python bench/quant_matvec.py [--threads N] [--only Q4_1,...]"""
 from __future__ import annotations
 import argparse
 
@@ -24,6 +25,7 @@ BLOCKS = """
 import gguf, gguf.quants
 from tg_gguf.reader import format_for
 from tg_gguf.llm.model import Weights, Transformer
+from tg_gguf.quants import DOT
 from tg_core import Tensor
 rng = np.random.default_rng(0)
 qt = getattr(gguf.GGMLQuantizationType, FMT)
@@ -42,9 +44,14 @@ tx = Tensor(x, device="CPU").realize()
 ref = gguf.quants.dequantize(raw, qt).reshape(ROWS, COLS).astype(np.float64) @ x.reshape(COLS).astype(np.float64)
 for got in (Transformer.matvec(tx, wb, fz).numpy().reshape(ROWS), Transformer._matvec(tx, wb).numpy().reshape(ROWS)):
   assert np.allclose(got, ref, rtol=1e-3, atol=1e-4 * np.abs(ref).max()), f"{FMT} {ROWS}x{COLS}: max err {np.abs(got - ref).max()}"
+dz = Weights._dot(Weights._interleave_words(raw, ROWS, "CPU"), fmt, ROWS, COLS) if FMT in DOT else None
+if dz is not None:  # x's int8 rounding: ~0.5% of the largest output
+  got = Transformer.dot_matvec(tx, dz).numpy().reshape(ROWS)
+  assert np.allclose(got, ref, atol=2e-2 * np.abs(ref).max()), f"{FMT} {ROWS}x{COLS} (int8 dot): max err {np.abs(got - ref).max()}"
+decode = (lambda: Transformer.dot_matvec(tx, dz)) if dz is not None else (lambda: Transformer.matvec(tx, wb, fz))
 """
 
-def tg_time(fmt: str, rows: int, cols: int, runs: int, env: dict[str, str], expr: str = "Transformer.matvec(tx, wb, fz)") -> float:
+def tg_time(fmt: str, rows: int, cols: int, runs: int, env: dict[str, str], expr: str = "decode()") -> float:
   code = TG_KERNEL_TIMER + BLOCKS.replace("FMT", repr(fmt)).replace("ROWS", str(rows)).replace("COLS", str(cols))
   return run_py(code + f"print(tg_time(lambda: {expr}, {runs}))", env)
 
@@ -67,14 +74,14 @@ def main() -> None:
   np_env = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
   print(f"{cpu_model()}, tg on {args.threads} threads, numpy on 1")
   print(f"{'format':6s} {'rows x cols':>13s} {'MB':>7s} {'tg us':>9s} {'tg GB/s':>8s} {'np fp32 us':>10s} {'np GB/s':>8s} {'ratio':>6s} "
-        f"{'blocked us':>10s}  what")
+        f"{'float us':>10s}  what")
   only = set(args.only.split(",")) if args.only else None
   for fmt, rows, cols, what in SHAPES:
     if only and fmt not in only: continue
     elems, nbytes = gguf.GGML_QUANT_SIZES[getattr(gguf.GGMLQuantizationType, fmt)]
     packed = rows * cols // elems * nbytes
     t_tg, t_np = tg_time(fmt, rows, cols, args.runs, env), np_time(rows, cols, args.runs, np_env)
-    t_bl = tg_time(fmt, rows, cols, args.runs, env, "Transformer._matvec(tx, wb)")
+    t_bl = tg_time(fmt, rows, cols, args.runs, env, "Transformer.matvec(tx, wb, fz)")
     g_tg, g_np = packed / t_tg / 1e9, rows * cols * 4 / t_np / 1e9
     print(f"{fmt:6s} {f'{rows}x{cols}':>13s} {packed / 1e6:7.2f} {t_tg * 1e6:9.1f} {g_tg:8.2f} {t_np * 1e6:10.1f} {g_np:8.2f} {g_tg / g_np:6.2f} "
           f"{t_bl * 1e6:10.1f}  {what}",

@@ -523,6 +523,16 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, RandomMixin,
     shape = _broadcast_shape(cond.shape, x.shape, y.shape)
     cond, x, y = cond._broadcast_to(shape), x._broadcast_to(shape), y._broadcast_to(shape)
     return cond._apply_uop(lambda c, a, b: UOp(Ops.WHERE, a.dtype, (c, a, b)), x, y)
+  def dp4a(self, b: Tensor, acc: Tensor | int = 0) -> Tensor:
+    """acc + the dot product of the 4 bytes of each int32 element of self and b, as int8: sum_k int8(self_k) * max(int8(b_k), -127)
+    (b's bytes saturate to a symmetric int8, what an int8 quantization produces). One op (Ops.DP4A): a renderer with an
+    integer dot-product instruction renders it natively, the others get shifts, multiplies and adds (codegen/dp4a.py)."""
+    if self.dtype != dtypes.int32 or b.dtype != dtypes.int32: raise TypeError(f"dp4a takes int32 operands, 4 packed bytes each: got {self.dtype} and {b.dtype}")
+    c = acc if isinstance(acc, Tensor) else Tensor.full((), acc, dtype=dtypes.int32, device=self.device)
+    if c.dtype != dtypes.int32: raise TypeError(f"dp4a accumulates in int32, got acc of {c.dtype}")
+    shape = _broadcast_shape(self.shape, b.shape, c.shape)
+    x, y, z = self._broadcast_to(shape), b._broadcast_to(shape), c._broadcast_to(shape)
+    return x._apply_uop(lambda u, v, w: UOp(Ops.DP4A, dtypes.int32, (u, v, w)), y, z).requires_grad_(None)
   def _cmp(self, op: Ops, x: Tensor | ConstType, reverse: bool) -> Tensor:
     a, b = self._broadcasted(x, reverse)
     return a._apply_uop(lambda u, v: u.alu(op, v), b).requires_grad_(None)

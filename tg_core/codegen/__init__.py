@@ -14,6 +14,7 @@ from tg_core.uop.ops import UOp, sint, svmax
 from tg_core.uop.rewrite import graph_rewrite
 from tg_core.codegen.linearize import linearize
 from tg_core.codegen.transcendental import rewrite_transcendental
+from tg_core.codegen.dp4a import lower_dp4a
 from tg_core.codegen.dtype_emulation import emulated_dtypes, rewrite_emulated_dtypes
 from tg_core.codegen.lowerer import ReduceContext, add_gpudims, lower_weak, merge_ends, pm_lower_reduce
 from tg_core.codegen.valid import pm_index_given_valid
@@ -103,6 +104,7 @@ def full_rewrite_to_sink(ast: UOp, ren: Renderer, opts: list[Opt] | None = None)
   floats it lacks (caps.native_dtypes); the renderer's own rules (caps.extra_matcher). With SPEC the result is checked
   against spec_program."""
   sink = simplified_kernel(ast)
+  if not ren.caps.native_dp4a: sink = lower_dp4a(sink)
   sink = apply_opts(sink, check_opts(choose_opts(sink, ren) if opts is None else opts, ren), ren.caps)
   sink = expand_upcasts(sink, _vector_dtypes(ren))
   sink = add_gpudims(sink, ren.caps.global_max if ren.caps.has_grid else None)

@@ -79,6 +79,9 @@ class RendererCaps:
   tensor_cores: tuple[TensorCore, ...] = ()
   # unary ops the target computes natively; codegen approximates the EXP2/LOG2/SIN missing here (codegen/transcendental.py)
   native_transcendentals: frozenset[Ops] = frozenset({Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIPROCAL})
+  # the renderer renders Ops.DP4A (a 4-byte integer dot product step) itself; else codegen lowers it to shifts, multiplies and adds
+  # (codegen/dp4a.py)
+  native_dp4a: bool = False
   # a REDUCE spanning at most this many elements (grid included) is left whole for the renderer to reduce natively
   # (the PYTHON interpreter runs it as one numpy reduction); 0: every REDUCE is lowered to a loop with a register accumulator
   native_reduce_limit: int = 0

@@ -41,8 +41,9 @@ class Ops(FastEnum):
   ADD = auto(); MUL = auto(); SHL = auto(); SHR = auto(); IDIV = auto(); MAX = auto(); MOD = auto()  # noqa: E702
   CMPLT = auto(); CMPNE = auto(); CMPEQ = auto(); XOR = auto(); OR = auto(); AND = auto()  # noqa: E702
   THREEFRY = auto(); SUB = auto(); FDIV = auto(); POW = auto()  # noqa: E702
-  # ternary ALU
-  WHERE = auto(); MULACC = auto()  # noqa: E702
+  # ternary ALU. DP4A (int32 a, b, c): c + the sum over the 4 bytes k of int8(a_k) * max(int8(b_k), -127), an integer dot
+  # product step (b's bytes saturate to a symmetric int8 so that x86's u8 x i8 multiply-add pairs lower it exactly)
+  WHERE = auto(); MULACC = auto(); DP4A = auto()  # noqa: E702
   # escape hatches and backend-specific nodes
   CUSTOM = auto(); CUSTOMI = auto(); GETADDR = auto(); INS = auto()  # noqa: E702
 
@@ -50,7 +51,7 @@ class GroupOp:
   Unary = {Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIPROCAL, Ops.NEG, Ops.TRUNC}
   Binary = {Ops.ADD, Ops.MUL, Ops.IDIV, Ops.MAX, Ops.MOD, Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ, Ops.XOR, Ops.SHL, Ops.SHR,
             Ops.OR, Ops.AND, Ops.THREEFRY, Ops.SUB, Ops.FDIV, Ops.POW}
-  Ternary = {Ops.WHERE, Ops.MULACC}
+  Ternary = {Ops.WHERE, Ops.MULACC, Ops.DP4A}
   ALU = set.union(Unary, Binary, Ternary)
   Irreducible = {Ops.CONST, Ops.RANGE, Ops.SPECIAL, Ops.PARAM, Ops.BUFFER}
   Movement = {Ops.RESHAPE, Ops.EXPAND, Ops.PERMUTE, Ops.PAD, Ops.SHRINK, Ops.FLIP}

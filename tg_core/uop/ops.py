@@ -696,7 +696,12 @@ python_alu: dict[Ops, Callable[..., Any]] = {
   Ops.CMPLT: lambda x, y: x < y, Ops.CMPNE: lambda x, y: x != y, Ops.CMPEQ: lambda x, y: x == y,
   Ops.XOR: lambda x, y: x ^ y, Ops.OR: lambda x, y: x | y, Ops.AND: lambda x, y: x & y,
   Ops.MOD: cmod, Ops.IDIV: cdiv, Ops.FDIV: _safe_div, Ops.POW: lambda x, y: x ** y,
-  Ops.MULACC: lambda x, y, z: x * y + z, Ops.WHERE: lambda x, y, z: y if x else z}
+  Ops.MULACC: lambda x, y, z: x * y + z, Ops.WHERE: lambda x, y, z: y if x else z, Ops.DP4A: lambda a, b, c: c + _dp4a_sum(a, b)}
+
+def _dp4a_sum(a: int, b: int) -> int:
+  """Ops.DP4A's sum of byte products: the 4 bytes of a as int8, times those of b as int8 saturated to -127..127."""
+  def byte(v: int, k: int) -> int: return ((v >> 8 * k) & 255) - (256 if (v >> 8 * k) & 128 else 0)
+  return sum(byte(a, k) * max(byte(b, k), -127) for k in range(4))
 
 def exec_alu(op: Ops, dtype: DType, operands: Sequence[ConstType]) -> ConstType:
   """Evaluate one ALU op on Python constants with the IR's semantics, wrapping to dtype."""

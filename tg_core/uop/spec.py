@@ -72,6 +72,7 @@ def _alu_ok(x: UOp) -> bool:
   if x.op in _BITWISE and dtypes.is_float(dt): return False
   if x.op in GroupOp.Binary: return len(src) == 2 and all(s.dtype == dt for s in src)
   if x.op is Ops.MULACC: return len(src) == 3 and all(s.dtype == dt for s in src)
+  if x.op is Ops.DP4A: return len(src) == 3 and dt.scalar() == dtypes.int32 and all(s.dtype == dt for s in src)
   return False
 
 # *** vectors ***

@@ -155,3 +155,17 @@ def test_vector_variable_shift_out_of_range(op: str, signed: bool):
   else: want = np.where(amt >= 32, 0, wide << np.minimum(amt, 31))
   np.testing.assert_array_equal(out.view(np.uint32), (want & 0xFFFFFFFF).astype(np.uint32))
   if Device["CPU"].renderer.avx2: assert "@llvm.x86.avx2.ps" in src
+
+@pytest.mark.parametrize("lanes", [8, 4, 2])
+def test_vector_dp4a(lanes: int):
+  # DP4A on a vector: 8 lanes take AVX2's byte multiply-add pairs (where the host has them), other widths the portable IR; the
+  # bytes include -128 (a's and b's), whose b side saturates to -127 by the op's definition
+  a = rng.integers(0, 256, 256, dtype=np.uint8)
+  b = rng.integers(0, 256, 256, dtype=np.uint8)
+  a[:8], b[:8] = [0x80, 0x80, 0x7f, 0x81, 0, 0xff, 0x80, 1], [0x80, 0x7f, 0x80, 0x80, 0x80, 0x80, 0x81, 0x80]
+  c = rng.integers(-1000, 1000, 64).astype(np.int32)
+  ta, tb, tc = (Tensor(v.view(np.int32), dtype=dtypes.int32, device="CPU") for v in (a, b, c))
+  out, src = run(ta.dp4a(tb, tc), [Opt(OptOps.UPCAST, 0, lanes)])
+  want = c + (a.view(np.int8).reshape(64, 4).astype(np.int64) * np.maximum(b.view(np.int8).reshape(64, 4).astype(np.int64), -127)).sum(-1)
+  np.testing.assert_array_equal(out, want.astype(np.int32))
+  if Device["CPU"].renderer.avx2: assert ("@llvm.x86.avx2.pmadd.ub.sw" in src) == (lanes == 8)

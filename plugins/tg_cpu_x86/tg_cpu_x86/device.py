@@ -52,7 +52,8 @@ class HostLLVMRenderer(LLVMRenderer):
   def __init__(self) -> None:
     super().__init__()
     self.caps = dataclasses.replace(self.caps, vector_width=vector_width(), big_reduce_tile=register_tile(), cache_sizes=_cache_sizes(),
-                                    archs=(host_target()[1],), arch=host_target()[1], native_dtypes=_native_dtypes(self.caps.native_dtypes))
+                                    archs=(host_target()[1],), arch=host_target()[1], native_dtypes=_native_dtypes(self.caps.native_dtypes),
+                                    native_dp4a="+avx2" in host_features())
     self.avx2 = "+avx2" in host_features()
   @classmethod
   def target_name(cls) -> str: return LLVMRenderer.target_name()  # "LLVM", as DEV=CPU:LLVM names it

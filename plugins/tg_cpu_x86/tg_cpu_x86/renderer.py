@@ -85,6 +85,30 @@ class _CPUKernelWriter(LLVMKernelWriter):
     name = f"llvm.x86.avx2.{_AVX2_SHIFTS[(u.op, dt.scalar() == dtypes.bool or dtypes.is_unsigned(dt.scalar()))]}.d{'.256' if dt.count == 8 else ''}"
     return self.intrinsic(name, t, [(t, src[0]), (t, src[1])])
 
+  def dp4a(self, u: UOp, src: list[str], t: str) -> str:
+    """DP4A on 8 int32 lanes with AVX2's byte multiply-add pairs: |a| (u8) times b saturated to -127..127 and given a's sign
+    (i8), pairs summed to int16 (vpmaddubsw: the pair sums stay within 2 * 128 * 127, no saturation), then pairs of those to
+    int32 (vpmaddwd by 1). The abs and sign are plain IR, so a's known sign folds them away (unpacked nibbles are >= 0).
+    Other widths: the same value in portable IR (bytes sign-extended, multiplied, summed by lanes of 4)."""
+    n = u.dtype.count
+    bt, wt = f"<{4 * n} x i8>", f"<{4 * n} x i32>"
+    a, b = (self.emit(f"bitcast {t} {v} to {bt}") for v in src[:2])
+    b = self.intrinsic(f"llvm.smax.v{4 * n}i8", bt, [(bt, b), (bt, f"<{', '.join(['i8 -127'] * 4 * n)}>")])
+    if n == 8 and isinstance(self.renderer, LLVMRenderer) and self.renderer.avx2:
+      neg = self.emit(f"icmp slt {bt} {a}, zeroinitializer")
+      sb = self.emit(f"select <32 x i1> {neg}, {bt} {self.emit(f'sub {bt} zeroinitializer, {b}')}, {bt} {b}")
+      ua = self.intrinsic("llvm.abs.v32i8", bt, [(bt, a), ("i1", "false")])
+      p16 = self.intrinsic("llvm.x86.avx2.pmadd.ub.sw", "<16 x i16>", [(bt, ua), (bt, sb)])
+      p32 = self.intrinsic("llvm.x86.avx2.pmadd.wd", "<8 x i32>", [("<16 x i16>", p16), ("<16 x i16>", f"<{', '.join(['i16 1'] * 16)}>")])
+      return self.emit(f"add <8 x i32> {p32}, {src[2]}")
+    prod = self.emit(f"mul {wt} {self.emit(f'sext {bt} {a} to {wt}')}, {self.emit(f'sext {bt} {b} to {wt}')}")
+    vt = t if n > 1 else "<1 x i32>"
+    acc = src[2] if n > 1 else self.emit(f"insertelement <1 x i32> poison, i32 {src[2]}, i32 0")
+    for k in range(4):
+      lanes = ", ".join(f"i32 {4 * i + k}" for i in range(n))
+      acc = self.emit(f"add {vt} {acc}, {self.emit(f'shufflevector {wt} {prod}, {wt} poison, <{n} x i32> <{lanes}>')}")
+    return acc if n > 1 else self.emit(f"extractelement <1 x i32> {acc}, i32 0")
+
   def loop_bounds(self, u: UOp, t: str, end: str) -> tuple[str, str]:
     start, stop = "0", end
     if u is self.split:

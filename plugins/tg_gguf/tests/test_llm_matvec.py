@@ -11,7 +11,7 @@ from tg_core.codegen.opt.heuristic import _row_lanes_reduce
 from tg_core.device import Device
 from tg_core.engine.realize import run_schedule
 from tg_gguf.ggml_types import BY_NAME
-from tg_gguf.llm.model import ROW_LANES, Transformer, Weights
+from tg_gguf.llm.model import ROW_LANES, Transformer, Weights, row_lanes_view
 from tg_gguf.reader import format_for
 
 gguf = pytest.importorskip("gguf")
@@ -107,3 +107,46 @@ def test_factored_decode_is_the_dequantized_value(name: str):
   scale, q, mn = FACTORED[name](Tensor(raw, device="CPU"))
   got = (scale * q + mn if mn is not None else scale * q).numpy().reshape(raw.shape[0], -1)
   np.testing.assert_array_equal(got, gq.dequantize(raw, Q[name]).reshape(raw.shape[0], -1))
+
+def _q8_blocks(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+  """numpy's int8 quantization of x per 32-element block (llama.cpp's q8_1 for x): d = max|x| / 127, q = round(x / d)."""
+  xb = x.reshape(-1, 32).astype(np.float64)
+  d = np.abs(xb).max(-1, keepdims=True) / 127
+  return d, np.round(xb / np.where(d > 0, d, 1)).astype(np.int64)
+
+def _q_d_m(name: str, raw: np.ndarray, rows: int, nb: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+  """(q (rows, nb, 32) int, d, min (rows, nb) float64) of a 32-block format from the file's bytes: value = d * q + min."""
+  half = lambda o: raw[:, o:o + 2].copy().view(np.float16).astype(np.float64).reshape(rows, nb)  # noqa: E731
+  if name == "Q8_0": return raw[:, 2:34].view(np.int8).astype(np.int64).reshape(rows, nb, 32), half(0), np.zeros((rows, nb))
+  qs = raw[:, {"Q4_0": 2, "Q4_1": 4}[name]:][:, :16].reshape(rows, nb, 16).astype(np.int64)
+  q = np.concatenate([qs & 15, qs >> 4], axis=-1)
+  return q, half(0), half(2) if name == "Q4_1" else -8 * half(0)
+
+@pytest.mark.parametrize("name,rows,cols", [("Q4_1", 40, 512), ("Q4_1", 16, 1536), ("Q4_0", 24, 512), ("Q8_0", 32, 512), ("Q8_0", 8, 640)])
+def test_dot_matvec_matches_int8_reference(name: str, rows: int, cols: int):
+  """Transformer.dot_matvec (the decode step's integer matvec over word-interleaved rows) is, per block, d_w * d_x * sum(q_w * q_x)
+  + m_w * sum(x) with x's int8 quantization: checked against that sum in float64 from the file's bytes, and against gguf-py's
+  dequantized matrix times the unquantized x within what x's int8 rounding allows. Q4_0 and Q8_0 blocks come in pairs, the
+  first one's quants 2 bytes off the word grid."""
+  raw = _blocks(name, rows, cols)
+  fmt = format_for(BY_NAME[name].id)
+  dz = Weights._dot(Weights._interleave_words(raw, rows, "CPU"), fmt, rows, cols)
+  assert dz is not None
+  x = np.random.default_rng(3).standard_normal(cols).astype(np.float32)
+  x[32:64] = 0  # an all-zero block: d_x = 0
+  got = Transformer.dot_matvec(Tensor(x.reshape(1, 1, cols), device="CPU"), dz).numpy().reshape(rows)
+  nb = cols // 32
+  q_w, d_w, m_w = _q_d_m(name, raw, rows, nb)
+  d_x, q_x = _q8_blocks(x)
+  ref = (d_w * d_x.reshape(nb) * (q_w * q_x.reshape(1, nb, 32)).sum(-1) + m_w * x.reshape(nb, 32).astype(np.float64).sum(-1)).sum(-1)
+  np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5 * float(np.abs(ref).max()))
+  exact = gq.dequantize(raw, Q[name]).reshape(rows, cols).astype(np.float64) @ x.astype(np.float64)
+  np.testing.assert_allclose(got, exact, atol=2e-2 * float(np.abs(exact).max()))
+
+def test_word_interleaved_lanes_keep_the_blocks():
+  """A LANE_WORD format's lanes buffer (int32 words), viewed back as bytes, is the stored blocks (prefill and the dequantized
+  views read the file's blocks through it)."""
+  for name, bb in (("Q4_1", 20), ("Q8_0", 34)):
+    raw = _blocks(name, 16, 512)
+    lanes = Weights._interleave_words(raw, 16, "CPU")
+    np.testing.assert_array_equal(row_lanes_view(lanes, bb).numpy(), raw)

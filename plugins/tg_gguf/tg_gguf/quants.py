@@ -360,3 +360,54 @@ def factored_q8_0(blocks: Tensor) -> tuple[Tensor, Tensor, Tensor | None]:
 # 1.19x, 576x1536 1.57x. Q4_K, Q5_0 and Q6_K factored the same way measured even (0.98-1.04x: their bit unpacking dominates) while
 # adding the kernel of the sums of x, so they keep the dequantized form
 FACTORED = {"Q4_0": factored_q4_0, "Q4_1": factored_q4_1, "Q8_0": factored_q8_0}
+
+# *** integer dot products (Tensor.dp4a): the decode step's matvec against x quantized to int8 per 32-element block ***
+# A block's dot product is then one int32 sum of byte products (4 per DP4A op) scaled once: d_w * d_x * isum (+ m_w * sum(x)),
+# as llama.cpp's q8_1 dot products do. Each takes a format's blocks as int32 words, a unit of whole blocks that is a whole number
+# of words (n, unit words): the words must hold 4 consecutive elements of one row (tg_gguf.llm.model.LANE_WORD). It returns, for
+# each block of the unit, (d (n, 1), parts, min (n, 1) or None): parts are (n, 4) int32 words of 4 signed bytes, part i the
+# block's elements 16i..16i+15, with d * q + min == dequantize_<type>. (Parts rather than one (n, 8): each is its own unrolled
+# reduce, so the nibble shifts are immediates and no loop runs over the halves.) Q4_0 and Q8_0 blocks (18, 34 bytes) come in
+# pairs: the first block's quants start 2 bytes into a word, and are realigned with a funnel shift of two words.
+DotBlock = tuple[Tensor, tuple[Tensor, ...], Tensor | None]
+
+def _lo16(w: Tensor) -> Tensor: return w & 0xFFFF
+def _hi16(w: Tensor) -> Tensor: return (w >> 16) & 0xFFFF
+
+def _funnel16(w: Tensor, start: int, n: int) -> Tensor:
+  """(N, n) words of the bytes 2 bytes into the n + 1 words at `start`: the high half of each word, then the low half of the next."""
+  return _hi16(w[:, start:start + n]) | (w[:, start + 1:start + n + 1] << 16)
+
+def _nibble_parts(qs: Tensor) -> tuple[Tensor, Tensor]: return qs & 0x0F0F0F0F, (qs >> 4) & 0x0F0F0F0F
+
+def dot_q4_1(w: Tensor) -> tuple[DotBlock, ...]:
+  # word 0: the fp16 scale and min; words 1..4: the 16 nibble bytes (low nibbles are elements 0..15, high ones 16..31)
+  return ((_f16_bits_to_f32(_lo16(w[:, 0:1])), _nibble_parts(w[:, 1:5]), _f16_bits_to_f32(_hi16(w[:, 0:1]))),)
+
+def dot_q4_0(w: Tensor) -> tuple[DotBlock, ...]:
+  # a pair of blocks in 9 words: d0 | qs0[0:2] << 16, qs0[2:14], qs0[14:16] | d1 << 16, qs1 (4 words); q - 8: min = -8 * d
+  d0, d1 = _f16_bits_to_f32(_lo16(w[:, 0:1])), _f16_bits_to_f32(_hi16(w[:, 4:5]))
+  return (d0, _nibble_parts(_funnel16(w, 0, 4)), d0 * -8.0), (d1, _nibble_parts(w[:, 5:9]), d1 * -8.0)
+
+def dot_q8_0(w: Tensor) -> tuple[DotBlock, ...]:
+  # a pair of blocks in 17 words: d0 | qs0[0:2] << 16, qs0[2:30], qs0[30:32] | d1 << 16, qs1 (8 words)
+  q0, q1 = _funnel16(w, 0, 8), w[:, 9:17]
+  return (_f16_bits_to_f32(_lo16(w[:, 0:1])), (q0[:, 0:4], q0[:, 4:8]), None), (_f16_bits_to_f32(_hi16(w[:, 8:9])), (q1[:, 0:4], q1[:, 4:8]), None)
+
+# format -> (blocks in a unit, its dot decode)
+DOT = {"Q4_0": (2, dot_q4_0), "Q4_1": (1, dot_q4_1), "Q8_0": (2, dot_q8_0)}
+
+def quantize_q8_blocks(x: Tensor) -> tuple[Tensor, Tensor]:
+  """x (..., K) float32, K a multiple of 32 -> (q (..., K/32, 8) int32: per block 8 words of 4 int8 q = round(x / d) in -127..127
+  in element order, stats (..., K/32, 2) float32: d = max|x| / 127 and the block's sum of x), each realized by its own small
+  kernel. (One kernel writing both as (K/32, 10) redid the block's max and sum for each of its 10 outputs, and the norm fused
+  into x with them: SmolLM2's decode step, thread clock, ~58 us a matvec vs ~13 us a small kernel.) q is 0 where d is 0."""
+  xb = x.reshape(*x.shape[:-1], x.shape[-1] // 32, 32)
+  stats = (xb.abs().max(-1, keepdim=True) / 127.0).cat(xb.sum(-1, keepdim=True), dim=-1).contiguous()
+  d = stats[..., 0:1]
+  # round to nearest even by adding 1.5 * 2**23 (|x / d| <= 127: the sum's low mantissa bits are then the rounded integer), read
+  # back as int32 bits: two ops where round() and a float->int cast were ~20 (the cast guards out-of-range values)
+  q = ((xb * (d > 0).where(1.0 / d, 0.0) + 12582912.0).bitcast(dtypes.int32) - 0x4B400000).reshape(*xb.shape[:-1], 8, 4)
+  # 4 bytes to a word by shifts and ors
+  words = (q[..., 0] & 255) | ((q[..., 1] & 255) << 8) | ((q[..., 2] & 255) << 16) | (q[..., 3] << 24)
+  return words.contiguous(), stats

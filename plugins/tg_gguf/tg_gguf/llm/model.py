@@ -7,6 +7,7 @@ registers. The KV cache is preallocated to the context, one realized (2, kv_head
 RoPE convention: llama.cpp's converter permutes llama's q/k rows so that rotated pairs are adjacent (GGML rope "normal",
 pairs (2i, 2i+1)); gemma3 and qwen2 keep HF's layout and rotate halves (GGML "neox", pairs (i, i + d/2))."""
 from __future__ import annotations
+import functools
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -21,7 +22,7 @@ from tg_core.uop import Ops
 from tg_core.uop.ops import UOp
 
 from tg_gguf.llm.api import LLMError
-from tg_gguf.quants import FACTORED
+from tg_gguf.quants import DOT, FACTORED, quantize_q8_blocks
 from tg_gguf.reader import GGUFFile, PLAIN_DTYPES, dequantize_blocks
 
 # GGML rope style per architecture (llama.cpp's LLM_ARCH -> rope type table)
@@ -90,12 +91,28 @@ ROW_LANES = 8
 # vectorize; the cache's rows are rounded up to whole blocks
 ATTN_BLOCK = 16
 
+# formats whose rows are interleaved by words of this many bytes rather than by bytes: each int32 lane then holds 4 consecutive
+# elements of one row, what an integer dot product step (Tensor.dp4a, quants.DOT) multiplies with 4 int8 elements of x
+LANE_WORD = {"Q4_0": 4, "Q4_1": 4, "Q8_0": 4}  # (4 only: the lanes buffer is then int32)
+
 def row_lanes_view(lanes: Tensor, block_bytes: int) -> Tensor:
   """The ROW_LANES layout: a matrix of `rows` rows of `row_bytes` bytes each is held as a (rows / ROW_LANES, row_bytes, ROW_LANES)
   buffer, byte j of row g * ROW_LANES + l at [g, j, l] (Weights._read_interleaved fills it). Viewed back here as its (n_blocks,
   block_bytes) blocks in their own order: every consumer sees the file's blocks, a matvec reads a byte of ROW_LANES rows per load."""
+  if lanes.dtype == dtypes.int32:  # word-interleaved (LANE_WORD): (rows / ROW_LANES, row_bytes / 4, ROW_LANES) int32 words, split
+    groups, words, _ = lanes.shape  # into their little-endian bytes by shifts (a view: the consumer's kernel does it)
+    b = ((lanes.unsqueeze(-1) >> _lane_shifts(lanes.device)) & 255).cast(dtypes.uint8)
+    return b.permute(0, 2, 1, 3).reshape(groups * ROW_LANES * words * 4 // block_bytes, block_bytes)
   groups, row_bytes, _ = lanes.shape
   return lanes.permute(0, 2, 1).reshape(groups * ROW_LANES * row_bytes // block_bytes, block_bytes)
+
+def _lane_shifts(device: str) -> Tensor: return Tensor([0, 8, 16, 24], dtype=dtypes.int32, device=device)
+
+def row_lane_words(lanes: Tensor, block_bytes: int) -> Tensor:
+  """A word-interleaved ROW_LANES buffer (row_lanes_view) as its blocks' int32 words (n_blocks, block_bytes / 4) in the file's
+  block order. (The buffer is int32: a uint8 buffer's bitcast to int32 isn't rendered as a wide load.)"""
+  groups, words, _ = lanes.shape
+  return lanes.permute(0, 2, 1).reshape(groups * ROW_LANES * words * 4 // block_bytes, block_bytes // 4)
 
 # prefill_matmul's decoded weights are column panels this wide: the fp32 matmul's register tile on AVX2 (16 columns x 6 rows)
 PANEL = 16
@@ -111,6 +128,20 @@ class Factored:
   q: Tensor
   min: Tensor | None
 
+@dataclass(frozen=True)
+class Dot:
+  """Blocks `index`, `index + unit`, ... of each row of a quantized matrix, for integer dot products (quants.DOT): scale d, min
+  (rows, those blocks, 1) float32 (min None: 0), parts q (rows, those blocks, 4) int32 words of 4 signed bytes (part i: a block's
+  elements 16i..), views of the word-interleaved packed blocks (LANE_WORD). A matrix is a tuple of them, one per block of a unit."""
+  d: Tensor
+  q: tuple[Tensor, ...]
+  min: Tensor | None
+  unit: int
+  index: int
+
+  def rows(self, start: int, stop: int) -> Dot:
+    return Dot(self.d[start:stop], tuple(p[start:stop] for p in self.q), self.min[start:stop] if self.min is not None else None, self.unit, self.index)
+
 class Weights:
   """The model's tensors on `device`: plain ones (F32, F16) copied as they are, quantized ones as realized packed blocks viewed
   through their dequantize ops (the consumer's kernel decodes them). The quantized matrices of a FUSED_GROUPS group that share a
@@ -125,6 +156,8 @@ class Weights:
     # quantized matrices of a FACTORED format as (scale, q, min) views (Weights._factored): the decode step's matvec
     self.factored: dict[str, Factored] = {}
     self.fused_factored: dict[str, Factored] = {}  # first member of a fused group -> the factored view of all its rows
+    self.dot: dict[str, tuple[Dot, ...]] = {}  # quantized matrices of a DOT format: the decode step's integer matvec (Transformer.dot_matvec)
+    self.fused_dot: dict[str, tuple[Dot, ...]] = {}
     groups = self._groups()
     for i, name in enumerate(f.tensors):
       info = f.tensors[name]
@@ -133,10 +166,11 @@ class Weights:
       elif name in groups:
         members = groups[name]
         fmt, rows, cols = info.format, sum(f.tensors[n].shape[0] for n in members), info.shape[1]
-        whole = self._read_interleaved(members, rows)
+        whole, lanes = self._read_interleaved(members, rows)
         fused = self._blocked(whole, fmt, rows, cols)
         self.fused[members[0]] = (members, fused)
         if (fz := self._factored(whole, fmt, rows, cols)) is not None: self.fused_factored[members[0]] = fz
+        if (dz := self._dot(lanes, fmt, rows, cols)) is not None: self.fused_dot[members[0]] = dz
         # each member's views are row ranges of the group's dequantize graph: one graph per group (~70 UOps a weight, ~0.5 KB each)
         start, row = 0, 0
         for n in members:
@@ -144,10 +178,13 @@ class Weights:
           r = f.tensors[n].shape[0]
           self.blocked[n] = fused[row:row + r]
           if fz is not None: self.factored[n] = Factored(fz.scale[row:row + r], fz.q[row:row + r], fz.min[row:row + r] if fz.min is not None else None)
+          if dz is not None: self.dot[n] = tuple(z.rows(row, row + r) for z in dz)
           self.tensors[n] = self.blocked[n].reshape(r, cols)
           start, row = start + f.tensors[n].n_blocks, row + r
       elif name not in self.packed:
-        self._add(name, self._read_interleaved((name,), info.shape[0]) if len(info.shape) == 2 else f.read_raw(name, device))
+        blocks, lanes = self._read_interleaved((name,), info.shape[0]) if len(info.shape) == 2 else (f.read_raw(name, device), None)
+        self._add(name, blocks)
+        if (dz := self._dot(lanes, info.format, *info.shape)) is not None: self.dot[name] = dz
       if progress is not None: progress(i + 1, len(f.tensors))
     # what loading freed (a copy a plain tensor's cast made) stays in the allocator's reuse cache: give that memory back
     if isinstance(al := Device[device].allocator, LRUAllocator): al.free_cache()
@@ -166,6 +203,23 @@ class Weights:
     return out
 
   @staticmethod
+  def _dot(lanes: Tensor | None, fmt: Any, rows: int, cols: int) -> tuple[Dot, ...] | None:
+    """The integer dot product views of a word-interleaved matrix of a DOT format (LANE_WORD), else None."""
+    if lanes is None or lanes.dtype != dtypes.int32 or fmt.name not in DOT: return None
+    unit, f = DOT[fmt.name]
+    nu = cols // fmt.block_elems // unit
+    return tuple(Dot(d.reshape(rows, nu, 1), tuple(p.reshape(rows, nu, 4) for p in q), mn.reshape(rows, nu, 1) if mn is not None else None, unit, i)
+                 for i, (d, q, mn) in enumerate(f(row_lane_words(lanes, unit * fmt.block_bytes))))
+
+  @staticmethod
+  def _interleave_words(blocks: np.ndarray, rows: int, device: str) -> Tensor:
+    """The (n_blocks, block_bytes) uint8 blocks of a `rows`-row matrix as the word-interleaved lanes buffer (LANE_WORD), as
+    _read_interleaved lays a model's out (tests, benches)."""
+    rw = blocks.size // rows // 4
+    lanes = blocks.reshape(rows // ROW_LANES, ROW_LANES, rw, 4).transpose(0, 2, 1, 3).copy().view(np.int32).reshape(rows // ROW_LANES, rw, ROW_LANES)
+    return Tensor(lanes, device=device).realize()
+
+  @staticmethod
   def _interleave(blocks: Tensor, rows: int) -> Tensor:
     """The (n_blocks, block_bytes) blocks of a `rows`-row matrix, already on the device, realized in the ROW_LANES layout
     (`row_lanes_view`) by a kernel; a model's weights are read from the file straight into it (`_read_interleaved`)."""
@@ -173,27 +227,30 @@ class Weights:
     n, width = blocks.shape
     return row_lanes_view(blocks.reshape(rows // ROW_LANES, ROW_LANES, n // rows * width).permute(0, 2, 1).contiguous().realize(), width)
 
-  def _read_interleaved(self, names: tuple[str, ...], rows: int) -> Tensor:
+  def _read_interleaved(self, names: tuple[str, ...], rows: int) -> tuple[Tensor, Tensor | None]:
     """The blocks of the quantized matrices `names` (one row length), their rows concatenated (`rows` in all), as one realized
     buffer in the ROW_LANES layout (`row_lanes_view`) read from the file straight into it: a staging slab of whole rows (~512 KB)
     at a time is read with os.preadv and scattered into the buffer by one strided numpy copy. No second copy of a weight ever
-    exists (realizing the file's blocks, then interleaving them with a kernel, held each weight twice while it loaded)."""
+    exists (realizing the file's blocks, then interleaving them with a kernel, held each weight twice while it loaded). Returns the
+    blocks view and the lanes buffer (None when not interleaved); a LANE_WORD format's rows are interleaved by words."""
     f, infos = self.f, [self.f.tensors[n] for n in names]
     fmt, row_bytes = infos[0].format, infos[0].nbytes // infos[0].shape[0]
     if rows % ROW_LANES:  # not interleaved: the blocks as they are stored
-      return f.read_raw(names[0], self.device) if len(names) == 1 else Tensor.cat(*(f.read_raw(n, self.device) for n in names)).realize()
-    lanes = Tensor.empty(rows // ROW_LANES, row_bytes, ROW_LANES, dtype=dtypes.uint8, device=self.device).realize()
+      return (f.read_raw(names[0], self.device) if len(names) == 1 else Tensor.cat(*(f.read_raw(n, self.device) for n in names)).realize()), None
+    word = LANE_WORD.get(fmt.name, 1) if row_bytes % LANE_WORD.get(fmt.name, 1) == 0 else 1
+    shape, dt = ((rows // ROW_LANES, row_bytes // 4, ROW_LANES), dtypes.int32) if word > 1 else ((rows // ROW_LANES, row_bytes, ROW_LANES), dtypes.uint8)
+    lanes = Tensor.empty(*shape, dtype=dt, device=self.device).realize()
     buf = buffer_of(lanes.uop.base)
     try: flat, bounce = np.frombuffer(buf.as_buffer(force_zero_copy=True), dtype=np.uint8), False
     except RuntimeError: flat, bounce = np.empty(buf.nbytes, dtype=np.uint8), True  # memory the host can't write: filled here, copied in
-    dst = flat.reshape(rows // ROW_LANES, row_bytes, ROW_LANES)
+    dst = flat.reshape(rows // ROW_LANES, row_bytes // word, ROW_LANES, word)
     slab_rows = max(1, (1 << 19) // (row_bytes * ROW_LANES)) * ROW_LANES
     stage = np.empty(slab_rows * row_bytes, dtype=np.uint8)
     filled, out_row = 0, 0
     def flush() -> None:
       nonlocal filled, out_row
       g, n = out_row // ROW_LANES, filled // ROW_LANES
-      dst[g:g + n] = stage[:filled * row_bytes].reshape(n, ROW_LANES, row_bytes).transpose(0, 2, 1)
+      dst[g:g + n] = stage[:filled * row_bytes].reshape(n, ROW_LANES, row_bytes // word, word).transpose(0, 2, 1, 3)
       out_row, filled = out_row + filled, 0
     for name, info in zip(names, infos):
       done = 0
@@ -204,7 +261,7 @@ class Weights:
         if filled == slab_rows: flush()
     if filled: flush()
     if bounce: buf.copyin(memoryview(flat))
-    return row_lanes_view(lanes, fmt.block_bytes)
+    return row_lanes_view(lanes, fmt.block_bytes), lanes
 
   @staticmethod
   def _blocked(packed: Tensor, fmt: Any, rows: int, cols: int) -> Tensor:
@@ -313,7 +370,8 @@ class Transformer:
     the elements of one scale group, so their scales (fp16 bits decoded with integer ops) are loop-invariant there and hoisted, not
     redone per element (17x faster on a Q4_1 matvec than one flat reduce), and the sums over groups and blocks stay in the same
     kernel (half the time of a second kernel for them, Q4_1 1536x576)."""
-    if (wb := self.w.blocked.get(name)) is not None:
+    if (dz := self.w.dot.get(name)) is not None and x.shape[-2] == 1: y = self.dot_matvec(x, dz)
+    elif (wb := self.w.blocked.get(name)) is not None:
       y = self.matvec(x, wb, self.w.factored.get(name)) if x.shape[-2] == 1 else self.prefill_matmul(x, wb)
     else: y = x @ self.w[name].T
     return y + self.bias[b] if (b := name.replace(".weight", ".bias")) in self.bias else y
@@ -357,6 +415,22 @@ class Transformer:
     if fz.min is not None: dots = dots + xr.sum(-1, keepdim=True) * fz.min
     return dots.sum((-3, -2, -1))
 
+  @staticmethod
+  def dot_matvec(x: Tensor, dz: tuple[Dot, ...]) -> Tensor:
+    """x @ W.T for one token with integer dot products: x quantized to int8 per 32-element block (quantize_q8_blocks, its own
+    two small kernels), then per block of each row the int32 sum of byte products (Tensor.dp4a, 4 a step) scaled once by d_w * d_x,
+    plus the block's min times the sum of x. The products are exact; x's quantization is what llama.cpp's CPU matvecs do too."""
+    rows, nu, unit = dz[0].d.shape[0], dz[0].d.shape[1], dz[0].unit
+    xq, stats = quantize_q8_blocks(x.reshape(nu * unit * 32))
+    xq, stats = xq.reshape(nu, unit, 8), stats.reshape(nu, unit, 2)
+    out = []
+    for z in dz:  # each block of a unit: its own reduce over the units, all in one kernel
+      xz, sz = xq[:, z.index], stats[:, z.index]
+      isum = functools.reduce(lambda a, b: a + b, [p.dp4a(xz[:, 4 * i:4 * i + 4]).sum(-1, keepdim=True, dtype=dtypes.int32) for i, p in enumerate(z.q)])
+      y = isum.cast(dtypes.float32) * (z.d * sz[:, 0:1])
+      out.append((y + z.min * sz[:, 1:2] if z.min is not None else y).sum((-2, -1)))
+    return functools.reduce(lambda a, b: a + b, out).reshape(*x.shape[:-1], rows)
+
   def linears(self, x: Tensor, names: tuple[str, ...]) -> list[Tensor]:
     """[linear(x, n) for n in names], realized: the members of a fused group (Weights.fused) come from one kernel."""
     out: list[Tensor] = []
@@ -364,7 +438,9 @@ class Transformer:
       name = names[len(out)]
       if (fz := self.w.fused.get(name)) is not None and fz[0] == names[len(out):len(out) + len(fz[0])]:
         # realized here: its parts' consumers are scheduled apart
-        y = (self.matvec(x, fz[1], self.w.fused_factored.get(name)) if x.shape[-2] == 1 else self.prefill_matmul(x, fz[1])).contiguous().realize()
+        y = self.dot_matvec(x, dz) if x.shape[-2] == 1 and (dz := self.w.fused_dot.get(name)) is not None else \
+          self.matvec(x, fz[1], self.w.fused_factored.get(name)) if x.shape[-2] == 1 else self.prefill_matmul(x, fz[1])
+        y = y.contiguous().realize()
         start = 0
         for n in fz[0]:
           rows = self.w.f.tensors[n].shape[0]
