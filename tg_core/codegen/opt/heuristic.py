@@ -110,6 +110,7 @@ def hand_coded_optimizations(ast: UOp, caps: RendererCaps | None = None) -> list
       for o in _strided_operand_blocks(cur, caps.cache_sizes):
         cur = apply_opt(cur, o)
         opts.append(o)
+    if big and len(caps.cache_sizes) >= 2: opts.extend(_windowed_input(cur, caps.cache_sizes))
   elif out_axes:
     cur = first_fit(cur, OptOps.UPCAST, out_axes[-1], _halvings(max(width, 4)))
     # loads strided along the stores (a transpose): a few steps of an axis they are contiguous in share their cache lines
@@ -205,6 +206,43 @@ def _conv_tile(ast: UOp, caps: RendererCaps) -> list[Opt] | None:
       opts.append(o)
       break
   return opts
+
+def _windowed_input(ast: UOp, caches: tuple[int, ...]) -> list[Opt]:
+  """A padded convolution's input copied once per window (WINDOW) instead of masked at every reduce step: its load's gate
+  (the padding border) varies with the reduce, so each multiply-add paid a compare and a masked load. The output loops the
+  input doesn't depend on (the output channels' tiles) move inside (SWAP) the window loop o: the outermost loop of the input's
+  whose window (the input's values over the ranges inside o: a row's cin x kh x kw x columns) fits a quarter of the L2
+  (`caches[1]`), so it stays cached while those tiles read it. Where no loop reuses the window, or none fits, []."""
+  axes = kernel_axes(ast)
+  loops = [r for r in axes if r.arg[1] in (AxisType.LOOP, AxisType.GLOBAL) and r.src[0].op is Ops.CONST]
+  reds = [r for r in axes if r.arg[1] is AxisType.REDUCE]
+  gated = [u for u in ast.toposort() if u.op is Ops.LOAD and u.src[0].op is Ops.INDEX and len(u.src[0].src) == 3 and
+           any(r in u.src[0].src[2].ranges for r in reds)]
+  if len(gated) != 1 or len(loops) < 2: return []
+  ld = gated[0]
+  # the loops outermost first (each nests in the one before), else the loop order isn't one chain and nothing moves
+  order = sorted(loops, key=lambda r: sum(1 for x in loops if x is not r and nesting(ast, r, x) == (r, x)))
+  if any(nesting(ast, b, a) != (b, a) for a, b in zip(order, order[1:])): return []
+  uses = [r for r in order if r in ld.src[0].ranges]
+  others = [r for r in order if r not in ld.src[0].ranges]
+  if not others or not uses: return []
+  inner = functools.reduce(lambda a, b: a * b, [r.src[0].arg for r in ld.src[0].ranges if r not in loops], 1) * ld.dtype.itemsize
+  def window(i: int) -> int: return functools.reduce(lambda a, b: a * b, [r.src[0].arg for r in uses[i + 1:]], inner)  # bytes inside uses[i]
+  at = next((i for i in range(len(uses)) if window(i) <= caches[1] // 4), None)
+  if at is None: return []
+  target = uses[:at + 1] + others + uses[at + 1:]
+  opts: list[Opt] = []
+  cur, cur_order = ast, list(order)
+  try:
+    for i, want in enumerate(target):
+      if cur_order[i] is want: continue
+      j = cur_order.index(want)
+      cur = apply_opt(cur, o := Opt(OptOps.SWAP, kernel_axes(cur).index(cur_order[i]), kernel_axes(cur).index(want)))
+      opts.append(o)
+      cur_order[i], cur_order[j] = cur_order[j], cur_order[i]
+    apply_opt(cur, o := Opt(OptOps.WINDOW, kernel_axes(cur).index(uses[at])))
+  except KernelOptError: return []
+  return opts + [o]
 
 def _loop_order(ast: UOp, caches: tuple[int, ...]) -> list[Opt]:
   """Loop order for cache reuse in a tiled kernel with two output loops and one reduce (a matmul): the operand read with
