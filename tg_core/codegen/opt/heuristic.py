@@ -207,12 +207,18 @@ def _conv_tile(ast: UOp, caps: RendererCaps) -> list[Opt] | None:
       break
   return opts
 
+# output-channel tiles that read each copied window at least: the copy is a gated read and a write of every element, and
+# the loop order it needs re-reads the weights from the L2 in every window's iteration (fewer tiles, a 24-channel conv's 4,
+# measured slower than the masked reads)
+MIN_WINDOW_REUSE = 6
+
 def _windowed_input(ast: UOp, caches: tuple[int, ...]) -> list[Opt]:
   """A padded convolution's input copied once per window (WINDOW) instead of masked at every reduce step: its load's gate
   (the padding border) varies with the reduce, so each multiply-add paid a compare and a masked load. The output loops the
   input doesn't depend on (the output channels' tiles) move inside (SWAP) the window loop o: the outermost loop of the input's
   whose window (the input's values over the ranges inside o: a row's cin x kh x kw x columns) fits a quarter of the L2
-  (`caches[1]`), so it stays cached while those tiles read it. Where no loop reuses the window, or none fits, []."""
+  (`caches[1]`) together with what those tiles read (the weights), so both stay cached while the tiles read the window.
+  Where fewer than MIN_WINDOW_REUSE tiles read a window, or no window fits, []."""
   axes = kernel_axes(ast)
   loops = [r for r in axes if r.arg[1] in (AxisType.LOOP, AxisType.GLOBAL) and r.src[0].op is Ops.CONST]
   reds = [r for r in axes if r.arg[1] is AxisType.REDUCE]
@@ -225,10 +231,14 @@ def _windowed_input(ast: UOp, caches: tuple[int, ...]) -> list[Opt]:
   if any(nesting(ast, b, a) != (b, a) for a, b in zip(order, order[1:])): return []
   uses = [r for r in order if r in ld.src[0].ranges]
   others = [r for r in order if r not in ld.src[0].ranges]
-  if not others or not uses: return []
+  if not uses or functools.reduce(lambda a, b: a * b, [r.src[0].arg for r in others], 1) < MIN_WINDOW_REUSE: return []
   inner = functools.reduce(lambda a, b: a * b, [r.src[0].arg for r in ld.src[0].ranges if r not in loops], 1) * ld.dtype.itemsize
   def window(i: int) -> int: return functools.reduce(lambda a, b: a * b, [r.src[0].arg for r in uses[i + 1:]], inner)  # bytes inside uses[i]
-  at = next((i for i in range(len(uses)) if window(i) <= caches[1] // 4), None)
+  # the loops moved inside o read their operand (the weights) whole in every iteration of o: it shares the L2 with the window
+  loads = {u.src[0].src[0]: u for u in ast.toposort() if u.op is Ops.LOAD and u.src[0].op is Ops.INDEX and u is not ld and
+           u.src[0].src[0].op is Ops.PARAM and any(r in u.src[0].ranges for r in others)}
+  shared = sum((p.arg.size or 0) * p.dtype.itemsize for p in loads)
+  at = next((i for i in range(len(uses)) if window(i) + shared <= caches[1] // 4), None)
   if at is None: return []
   target = uses[:at + 1] + others + uses[at + 1:]
   opts: list[Opt] = []
