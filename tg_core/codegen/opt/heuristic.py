@@ -28,7 +28,8 @@ def hand_coded_optimizations(ast: UOp, caps: RendererCaps | None = None) -> list
   column loop ended up outside A's rows, B packed into contiguous panels around A's row loop (`_packed_panels`); else,
   knowing the L1, its reduce K-blocked (`_reduce_block`), or for a wide-output one its strided operand blocked to the L2
   (`_strided_operand_blocks`). A big kernel's tile that doesn't divide its axis pads the axis (`_tail_pad`: 1024 rows in
-  tiles of 6, 1000 columns in tiles of 16) rather than halving the tile."""
+  tiles of 6, 1000 columns in tiles of 16) rather than halving the tile. A big padded convolution whose input tile spans
+  several vector registers reads a copy of each row's input window instead of masked loads (`_windowed_input`)."""
   if caps is None:
     from tg_core.renderer import RendererCaps
     caps = RendererCaps()
