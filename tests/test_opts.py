@@ -379,3 +379,61 @@ def test_conv_with_output_channel_innermost_weights_takes_the_conv_register_tile
   np.testing.assert_allclose(run_with_opts(out, opts), ref, rtol=1e-4, atol=1e-4)
   items, _ = create_schedule(UOp.sink(Tensor(x).conv2d(Tensor(w), padding=1).uop))
   assert Opt(OptOps.UPCAST, 1, 16) not in hand_coded_optimizations(graph_rewrite(items[-1].ast, symbolic), caps)
+
+# WINDOW: a padded conv's input read from a kernel-local copy of its window (the padding gate applied once per element)
+def _conv_case(stride: int = 1, dilation: int = 1, padding: int | tuple[int, ...] = 1, bs: int = 2):
+  import torch
+  x, w = rnd(bs, 8, 12, 16), rnd(12, 8, 3, 3)
+  pt = padding if isinstance(padding, int) else (0, 0)
+  xt = torch.nn.functional.pad(torch.tensor(x), padding) if not isinstance(padding, int) else torch.tensor(x)
+  ref = torch.nn.functional.conv2d(xt, torch.tensor(w), stride=stride, dilation=dilation, padding=pt).numpy()
+  return Tensor(x, device="CPU").conv2d(Tensor(w, device="CPU"), stride=stride, dilation=dilation, padding=padding), ref
+
+# axes: 0 batch, 1 cout, 2 rows, 3 columns, then the upcasts, then cin, kh, kw
+WINDOW_CASES = [([Opt(OptOps.SWAP, 1, 2), Opt(OptOps.WINDOW, 2)], {}),  # one row's window, the channels inside it
+                ([Opt(OptOps.UPCAST, 3, 8), Opt(OptOps.UPCAST, 1, 4), Opt(OptOps.SWAP, 1, 2), Opt(OptOps.WINDOW, 2)], {}),  # vector copies
+                ([Opt(OptOps.UPCAST, 3, 8), Opt(OptOps.PADTO, 1, 5), Opt(OptOps.UPCAST, 1, 5), Opt(OptOps.SWAP, 1, 2), Opt(OptOps.WINDOW, 2)],
+                 {"stride": 2}),  # a padded channel tail, strided
+                ([Opt(OptOps.UPCAST, 3, 4), Opt(OptOps.SWAP, 1, 3), Opt(OptOps.WINDOW, 3)], {"dilation": 2, "padding": 2}),  # a column block's
+                ([Opt(OptOps.SWAP, 0, 1), Opt(OptOps.WINDOW, 0)], {"padding": (2, 0, 1, 3)}),  # a whole image's, asymmetric padding
+                ([Opt(OptOps.UPCAST, 3, 8), Opt(OptOps.WINDOW, 3)], {"bs": 1})]  # inside the channel loop: copied again per channel, still right
+@pytest.mark.parametrize("opts, conv", WINDOW_CASES, ids=str)
+def test_window_matches_torch(opts: list[Opt], conv: dict):
+  out, ref = _conv_case(**conv)
+  if conv.get("bs") == 1: opts = [Opt(o.op, o.axis - 1 if o.axis is not None else None, o.arg) for o in opts]  # no batch axis
+  np.testing.assert_allclose(run_with_opts(out, opts), ref, rtol=1e-4, atol=1e-4)
+
+def test_padded_conv_heuristic_copies_the_input_window():
+  # channels-first weights, a big conv (2 x 32 x 32 x 32 outputs, 144 multiply-adds each): the generic 16 x 6 tile, then the
+  # channel tiles' loop inside the row loop (SWAP) and each row's window (16 cin x 3 x 3 x 32 columns: 18 KB, with the 18 KB of
+  # weights in a quarter of the L2) copied once for the 6 channel tiles. No WINDOW where a 16 KB L2 holds no window, where 24
+  # channels make 4 tiles (too few to pay for the copy), where 24 columns take a one-vector tile (its masked load is cheap)
+  # or unpadded (nothing to copy)
+  import torch
+  from tg_core.codegen import simplified_kernel
+  from tg_core.renderer import RendererCaps
+  x, w = rnd(2, 16, 32, 32), rnd(32, 16, 3, 3)
+  def opts(l2: int, padding: int = 1, cout: int = 32, cols: int = 32) -> list[Opt]:
+    xs = Tensor(np.ascontiguousarray(x[..., :cols]), device="CPU")
+    items, _ = create_schedule(UOp.sink(xs.conv2d(Tensor(w[:cout], device="CPU"), padding=padding).uop))
+    caps = RendererCaps(vector_upcast=True, vector_width=8, big_reduce_tile=(16, 6), cache_sizes=(32 << 10, l2))
+    return hand_coded_optimizations(simplified_kernel(items[0].ast), caps)
+  o = opts(512 << 10)
+  assert o[-2:] == [Opt(OptOps.SWAP, 1, 2), Opt(OptOps.WINDOW, 2)], o
+  assert all(x.op is not OptOps.WINDOW for x in opts(16 << 10) + opts(512 << 10, cout=24) + opts(512 << 10, cols=24) + opts(512 << 10, padding=0))
+  ref = torch.nn.functional.conv2d(torch.tensor(x), torch.tensor(w), padding=1).numpy()
+  np.testing.assert_allclose(run_with_opts(Tensor(x, device="CPU").conv2d(Tensor(w, device="CPU"), padding=1), o), ref, rtol=1e-4, atol=1e-4)
+
+@pytest.mark.parametrize("opt, make", [(Opt(OptOps.WINDOW, 0), lambda a, b: a @ b),  # no gated load
+                                       (Opt(OptOps.WINDOW, 4), lambda a, b: a.conv2d(b, padding=1)),  # a reduce axis
+                                       (Opt(OptOps.WINDOW, 1), lambda a, b: a.conv2d(b, padding=1)),  # the input doesn't depend on cout
+                                       (Opt(OptOps.WINDOW, 2), lambda a, b: a.conv2d(b))])  # unpadded: no gate
+def test_bad_window_raises(opt: Opt, make: Callable):
+  a, b = (Tensor(A), Tensor(B)) if opt.axis == 0 else (Tensor(rnd(2, 4, 6, 6)), Tensor(rnd(3, 4, 3, 3)))
+  items, _ = create_schedule(UOp.sink(make(a, b).uop))
+  with pytest.raises(KernelOptError, match="WINDOW"): apply_opt(items[-1].ast, opt)
+
+def test_window_needs_a_loop_target():
+  out, _ = _conv_case()
+  items, _ = create_schedule(UOp.sink(Tensor(rnd(2, 4, 6, 6), device="PYTHON").conv2d(Tensor(rnd(3, 4, 3, 3), device="PYTHON"), padding=1).uop))
+  with pytest.raises(KernelOptError, match="WINDOW"): get_program(items[0].ast, Device["PYTHON"].renderer, [Opt(OptOps.SWAP, 1, 2), Opt(OptOps.WINDOW, 2)])

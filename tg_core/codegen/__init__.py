@@ -63,13 +63,13 @@ def choose_opts(ast: UOp, ren: Renderer) -> list[Opt]:
 
 def check_opts(opts: list[Opt], ren: Renderer) -> list[Opt]:
   """Opts the target can run: LOCAL needs workgroups (`caps.has_local`), at most len(caps.local_max) of them, each at most
-  local_max[i] threads; PACK a target that runs loops (no `caps.native_reduce_limit`). Raises KernelOptError naming the cap otherwise."""
+  local_max[i] threads; PACK and WINDOW a target that runs loops (no `caps.native_reduce_limit`). Raises KernelOptError naming the cap otherwise."""
   locs = [o for o in opts if o.op is OptOps.LOCAL]
   if locs and not ren.caps.has_local: raise KernelOptError(f"{ren.target_name()} has no workgroups (caps.has_local is False): can't apply {locs[0]}")
   if len(locs) > len(lm := ren.caps.local_max): raise KernelOptError(f"{len(locs)} LOCAL opts, {ren.target_name()} has {len(lm)} workgroup dims")
   for o, m in zip(locs, lm):
     if o.arg is not None and o.arg > m: raise KernelOptError(f"{o} exceeds {ren.target_name()}'s caps.local_max {lm}")
-  if ren.caps.native_reduce_limit and (packs := [o for o in opts if o.op is OptOps.PACK]):
+  if ren.caps.native_reduce_limit and (packs := [o for o in opts if o.op in (OptOps.PACK, OptOps.WINDOW)]):
     raise KernelOptError(f"{ren.target_name()} reduces whole axes (caps.native_reduce_limit): {packs[0]} needs a target that runs its copy as a loop")
   return opts
 

@@ -13,7 +13,9 @@ the operand slices one block reads stay in cache while the output loops inside i
 axis up to a multiple of `arg`, gating every access that depends on it, so a tile that doesn't divide it can still apply.
 PACK (`axis`: a REDUCE range, after KBLOCK) copies the slice of the one operand read with a stride along that reduce
 (B's rows in A @ B) into a contiguous kernel-local buffer, once per iteration of the loops that slice depends on, and
-the reduce reads the copy at unit stride (see `_pack_operand`)."""
+the reduce reads the copy at unit stride (see `_pack_operand`). WINDOW (`axis`: an output loop) copies the window a gated load
+(a padded convolution's input) reads inside that loop into a kernel-local buffer, gate applied once per element, and the
+reduce reads the copy ungated (see `_copy_window`)."""
 from __future__ import annotations
 import functools
 from dataclasses import dataclass
@@ -33,7 +35,7 @@ if TYPE_CHECKING:
 
 class OptOps(Enum):
   UPCAST = auto(); UNROLL = auto(); LOCAL = auto(); NOLOCALS = auto()  # noqa: E702
-  SWAP = auto(); SPLIT = auto(); TC = auto(); KBLOCK = auto(); PADTO = auto(); PACK = auto()  # noqa: E702
+  SWAP = auto(); SPLIT = auto(); TC = auto(); KBLOCK = auto(); PADTO = auto(); PACK = auto(); WINDOW = auto()  # noqa: E702
   def __repr__(self) -> str: return f"OptOps.{self.name}"
 
 @dataclass(frozen=True, order=True)
@@ -74,6 +76,7 @@ def apply_opt(ast: UOp, opt: Opt, caps: RendererCaps | None = None) -> UOp:
   if opt.op is OptOps.SWAP: return _swap_loops(ast, opt, axes)
   if opt.op is OptOps.KBLOCK: return _block_reduce(ast, opt, axes)
   if opt.op is OptOps.PACK: return _pack_operand(ast, opt, axes)
+  if opt.op is OptOps.WINDOW: return _copy_window(ast, opt, axes)
   size, amt = _range_size(r), opt.arg or 0
   want = {OptOps.UPCAST: _OUT, OptOps.LOCAL: _OUT, OptOps.SPLIT: _OUT, OptOps.PADTO: _OUT, OptOps.UNROLL: (AxisType.REDUCE,)}[opt.op]
   if r.arg[1] not in want: raise KernelOptError(f"{opt.op} needs an axis of type {want}, axis {opt.axis} is {r.arg[1]}")
@@ -221,6 +224,52 @@ def _pack_operand(ast: UOp, opt: Opt, axes: list[UOp]) -> UOp:
   for rng in (ju, cc, kk):
     if rng is not None: copy = UOp(Ops.END, dtypes.void, (copy, rng))
   ret = ast.substitute({ld: panel.after(copy).index(at(c, r, up)).load()})
+  return ret.replace(arg=_with_opts(ret.arg, opt))
+
+def _copy_window(ast: UOp, opt: Opt, axes: list[UOp]) -> UOp:
+  """WINDOW: the one global load in a REDUCE whose gate varies with its reduce ranges (a padded convolution's input: the
+  gate is the padding border, tested at every reduce step) reads a kernel-local buffer S instead. S holds the load's values for every value of
+  the ranges it varies with inside output loop o = `axis` (its reduce, upcast and unroll ranges and the output loops
+  nested in o), laid out in the order of the load's own strides, largest first (an upcast range last), so the reduce reads S
+  as contiguously as the source. The copy, a loop over fresh ranges mirroring those (upcast ones stay upcast: vector
+  copies), applies the gate once per element of S (masked lanes read 0) and sits in the innermost loop it depends on, o or
+  one outside it; every output loop the load doesn't depend on that runs inside o (the other operand's tiles) then reads
+  S with unmasked loads. The values are the same."""
+  o = axes[opt.axis]  # type: ignore[index]
+  if o.arg[1] not in _OUT: raise KernelOptError(f"WINDOW needs an output loop, axis {opt.axis} is {o.arg[1]}")
+  reds = [u for u in ast.toposort() if u.op is Ops.REDUCE]
+  cands = [u for red in reds for u in red.src[0].toposort() if u.op is Ops.LOAD and len(u.src) == 1 and u.src[0].op is Ops.INDEX
+           and len(u.src[0].src) == 3 and u.src[0].src[0].op is Ops.PARAM and u.src[0].src[0].arg.addrspace is AddrSpace.GLOBAL
+           and any(r in u.src[0].src[2].ranges for r in red.src[1:])]
+  if len(set(cands)) != 1: raise KernelOptError(f"WINDOW needs one load whose gate varies with a reduce, found {len(set(cands))}")
+  ld = cands[0]
+  if o not in ld.src[0].ranges: raise KernelOptError(f"WINDOW: the gated load doesn't depend on axis {opt.axis}")
+  inner = [r for r in ld.src[0].ranges if r.arg[1] not in _OUT or (r is not o and nesting(ast, r, o) == (r, o))]
+  outer = [r for r in ld.src[0].ranges if r not in inner and r is not o]
+  if any(nesting(ast, o, r) != (o, r) for r in outer): raise KernelOptError(f"WINDOW: the gated load's other output loops don't nest around axis {opt.axis}")
+  if any(r.src[0].op is not Ops.CONST for r in inner): raise KernelOptError("WINDOW needs constant sizes for the staged ranges")
+  def stride(r: UOp) -> int:
+    aff = affine(ld.src[0].src[1], r)
+    return aff[1] if aff is not None and isinstance(aff[1], int) else 0
+  order = sorted(inner, key=lambda r: (r.arg[1] is AxisType.UPCAST, -stride(r), r.arg[0]))
+  next_id = max(x.arg[0] for x in axes) + 1
+  fresh = {r: UOp.range(_range_size(r), next_id + i, AxisType.UPCAST if r.arg[1] is AxisType.UPCAST else AxisType.REDUCE, r.dtype)
+           for i, r in enumerate(order)}
+  def at(rngs: list[UOp]) -> UOp:
+    ret: UOp = UOp.const(o.dtype, 0)
+    for r in rngs: ret = ret * _range_size(r) + r
+    return ret
+  n = functools.reduce(lambda a, b: a * b, [_range_size(r) for r in order], 1)
+  npack = sum(1 for u in ast.toposort() if u.op is Ops.BUFFER and u.arg.addrspace is AddrSpace.REG)
+  buf = UOp(Ops.BUFFER, ld.dtype, arg=ParamArg(PACK_SLOT + npack, ld.dtype, n, addrspace=AddrSpace.REG))
+  # the padding's select around the load (where(gate, load, 0)) is copied with it: else the reduce still computes the gate
+  val = next((u for u in ast.toposort() if u.op is Ops.WHERE and u.src[0] is ld.src[0].src[2] and u.src[1] is ld), ld)
+  copy: UOp = buf.index(at([fresh[r] for r in order])).store(val.substitute(fresh))
+  for r in reversed(order):
+    if fresh[r].arg[1] is AxisType.UPCAST: copy = UOp(Ops.END, dtypes.void, (copy, fresh[r]))
+  for r in reversed(order):
+    if fresh[r].arg[1] is not AxisType.UPCAST: copy = UOp(Ops.END, dtypes.void, (copy, fresh[r]))
+  ret = ast.substitute({val: buf.after(copy).index(at(order)).load()})
   return ret.replace(arg=_with_opts(ret.arg, opt))
 
 def _fix_end(e: UOp, old: UOp, new: tuple[UOp | None, UOp]) -> UOp | None:

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 from tg_core.uop import Ops
 from tg_core.uop.ops import AxisType, UOp
 from tg_core.codegen.opt.apply import KernelOptError, Opt, OptOps, apply_opt, kernel_axes, nesting
-from tg_core.codegen.vectorize import access_strides, loads_contiguous
+from tg_core.codegen.vectorize import access_strides, affine, loads_contiguous
 
 if TYPE_CHECKING:
   from tg_core.renderer import RendererCaps
@@ -28,7 +28,8 @@ def hand_coded_optimizations(ast: UOp, caps: RendererCaps | None = None) -> list
   column loop ended up outside A's rows, B packed into contiguous panels around A's row loop (`_packed_panels`); else,
   knowing the L1, its reduce K-blocked (`_reduce_block`), or for a wide-output one its strided operand blocked to the L2
   (`_strided_operand_blocks`). A big kernel's tile that doesn't divide its axis pads the axis (`_tail_pad`: 1024 rows in
-  tiles of 6, 1000 columns in tiles of 16) rather than halving the tile."""
+  tiles of 6, 1000 columns in tiles of 16) rather than halving the tile. A big padded convolution whose input tile spans
+  several vector registers reads a copy of each row's input window instead of masked loads (`_windowed_input`)."""
   if caps is None:
     from tg_core.renderer import RendererCaps
     caps = RendererCaps()
@@ -110,6 +111,7 @@ def hand_coded_optimizations(ast: UOp, caps: RendererCaps | None = None) -> list
       for o in _strided_operand_blocks(cur, caps.cache_sizes):
         cur = apply_opt(cur, o)
         opts.append(o)
+    if big and len(caps.cache_sizes) >= 2: opts.extend(_windowed_input(cur, caps.cache_sizes, width))
   elif out_axes:
     cur = first_fit(cur, OptOps.UPCAST, out_axes[-1], _halvings(max(width, 4)))
     # loads strided along the stores (a transpose): a few steps of an axis they are contiguous in share their cache lines
@@ -205,6 +207,58 @@ def _conv_tile(ast: UOp, caps: RendererCaps) -> list[Opt] | None:
       opts.append(o)
       break
   return opts
+
+# output-channel tiles that read each copied window at least: the copy is a gated read and a write of every element, and
+# the loop order it needs re-reads the weights from the L2 in every window's iteration (fewer tiles, a 24-channel conv's 4,
+# measured slower than the masked reads)
+MIN_WINDOW_REUSE = 6
+
+def _windowed_input(ast: UOp, caches: tuple[int, ...], width: int) -> list[Opt]:
+  """A padded convolution's input copied once per window (WINDOW) instead of masked at every reduce step: its load's gate
+  (the padding border) varies with the reduce, so each multiply-add paid a compare and a masked load. The output loops the
+  input doesn't depend on (the output channels' tiles) move inside (SWAP) the window loop o: the outermost loop of the input's
+  but its innermost whose window (the input's values over the ranges inside o: a row's cin x kh x kw x columns) fits a quarter of the L2
+  (`caches[1]`) together with what those tiles read (the weights), so both stay cached while the tiles read the window.
+  Only where the input's masked loads are wider than a vector register (`width` lanes contiguous along the upcast columns):
+  their mask is then legalized through packs and unpacks per register at every reduce step, where a one-register masked load
+  costs about as little as the window's copy saves. Where fewer than MIN_WINDOW_REUSE tiles read a window, or no window fits, []."""
+  axes = kernel_axes(ast)
+  loops = [r for r in axes if r.arg[1] in (AxisType.LOOP, AxisType.GLOBAL) and r.src[0].op is Ops.CONST]
+  reds = [r for r in axes if r.arg[1] is AxisType.REDUCE]
+  gated = [u for u in ast.toposort() if u.op is Ops.LOAD and u.src[0].op is Ops.INDEX and len(u.src[0].src) == 3 and
+           any(r in u.src[0].src[2].ranges for r in reds)]
+  if len(gated) != 1 or len(loops) < 2: return []
+  ld = gated[0]
+  lanes = [r.src[0].arg for r in ld.src[0].ranges if r.arg[1] is AxisType.UPCAST and (a := affine(ld.src[0].src[1], r)) is not None and a[1] == 1]
+  if functools.reduce(lambda a, b: a * b, lanes, 1) <= width: return []
+  # the loops outermost first (each nests in the one before), else the loop order isn't one chain and nothing moves
+  order = sorted(loops, key=lambda r: sum(1 for x in loops if x is not r and nesting(ast, r, x) == (r, x)))
+  if any(nesting(ast, b, a) != (b, a) for a, b in zip(order, order[1:])): return []
+  uses = [r for r in order if r in ld.src[0].ranges]
+  others = [r for r in order if r not in ld.src[0].ranges]
+  if not uses or functools.reduce(lambda a, b: a * b, [r.src[0].arg for r in others], 1) < MIN_WINDOW_REUSE: return []
+  inner = functools.reduce(lambda a, b: a * b, [r.src[0].arg for r in ld.src[0].ranges if r not in loops], 1) * ld.dtype.itemsize
+  def window(i: int) -> int: return functools.reduce(lambda a, b: a * b, [r.src[0].arg for r in uses[i + 1:]], inner)  # bytes inside uses[i]
+  # the loops moved inside o read their operand (the weights) whole in every iteration of o: it shares the L2 with the window
+  loads = {u.src[0].src[0]: u for u in ast.toposort() if u.op is Ops.LOAD and u.src[0].op is Ops.INDEX and u is not ld and
+           u.src[0].src[0].op is Ops.PARAM and any(r in u.src[0].ranges for r in others)}
+  shared = sum((p.arg.size or 0) * p.dtype.itemsize for p in loads)
+  # (not the innermost of the input's loops: one of them inside the moved tiles reuses each tile's weights from the L1)
+  at = next((i for i in range(len(uses) - 1) if window(i) + shared <= caches[1] // 4), None)
+  if at is None: return []
+  target = uses[:at + 1] + others + uses[at + 1:]
+  opts: list[Opt] = []
+  cur, cur_order = ast, list(order)
+  try:
+    for i, want in enumerate(target):
+      if cur_order[i] is want: continue
+      j = cur_order.index(want)
+      cur = apply_opt(cur, o := Opt(OptOps.SWAP, kernel_axes(cur).index(cur_order[i]), kernel_axes(cur).index(want)))
+      opts.append(o)
+      cur_order[i], cur_order[j] = cur_order[j], cur_order[i]
+    apply_opt(cur, o := Opt(OptOps.WINDOW, kernel_axes(cur).index(uses[at])))
+  except KernelOptError: return []
+  return opts + [o]
 
 def _loop_order(ast: UOp, caches: tuple[int, ...]) -> list[Opt]:
   """Loop order for cache reuse in a tiled kernel with two output loops and one reduce (a matmul): the operand read with
