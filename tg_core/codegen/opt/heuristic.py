@@ -25,7 +25,8 @@ def hand_coded_optimizations(ast: UOp, caps: RendererCaps | None = None) -> list
   a weight row as long as the register tile (16 x 6 rounds down to 16 x 4 on AVX2: 64 floats = 4 cache lines, in 8
   accumulator vectors), which the prefetcher streams; 16 floats a row were a page walk and a cache miss each. Targets that
   declare their `cache_sizes` also get the loop order of a big matmul chosen for cache reuse (`_loop_order`) and, where B's
-  column loop ended up outside A's rows, B packed into contiguous panels around A's row loop (`_packed_panels`); else,
+  column loop ended up outside A's rows, both operands packed, A's row tiles inside blocks of B's panels (`_packed_tiles`), or
+  where too few panels would reuse a packed row tile, B alone packed into contiguous panels around A's row loop (`_packed_panels`); else,
   knowing the L1, its reduce K-blocked (`_reduce_block`), or for a wide-output one its strided operand blocked to the L2
   (`_strided_operand_blocks`). A big kernel's tile that doesn't divide its axis pads the axis (`_tail_pad`: 1024 rows in
   tiles of 6, 1000 columns in tiles of 16) rather than halving the tile."""
