@@ -230,9 +230,9 @@ def test_big_matmul_heuristic_pads_tails_and_blocks_k_from_the_declared_l1():
   from tg_core.renderer import RendererCaps
   from tg_core.uop.symbolic import symbolic
   from tg_core.uop.rewrite import graph_rewrite
-  def opts(m: int, k: int, n: int, l1: int, l3: int | None = None) -> list[Opt]:
+  def opts(m: int, k: int, n: int, l1: int, l3: int | None = None, l2: int = 512 << 10) -> list[Opt]:
     items, _ = create_schedule(UOp.sink((Tensor.empty(m, k, device="NULL") @ Tensor.empty(k, n, device="NULL")).uop))
-    caps = RendererCaps(vector_upcast=True, vector_width=8, big_reduce_tile=(16, 6), cache_sizes=(l1, 512 << 10, *((l3,) if l3 else ())))
+    caps = RendererCaps(vector_upcast=True, vector_width=8, big_reduce_tile=(16, 6), cache_sizes=(l1, l2, *((l3,) if l3 else ())))
     return hand_coded_optimizations(graph_rewrite(items[0].ast, symbolic), caps)
   o = opts(1024, 1024, 1024, 32 << 10)
   # 1024 rows in tiles of 6: padded to 1026; K blocked so a row tile's 6 x 512 floats of A fill half the L1, in blocks of
@@ -247,6 +247,8 @@ def test_big_matmul_heuristic_pads_tails_and_blocks_k_from_the_declared_l1():
   assert Opt(OptOps.KBLOCK, 5, 500) in opts(1000, 1000, 1000, 32 << 10)
   assert opts(512, 512, 512, 32 << 10)[-4:] == [Opt(OptOps.SPLIT, 1, 16), Opt(OptOps.SWAP, 0, 2), Opt(OptOps.PACK, 5, 2), Opt(OptOps.PACKROWS, 6)]
   for shape in ((2048, 2048, 2048), (4096, 4096, 4096), (2048, 8192, 2048)): assert opts(*shape, 32 << 10, 32 << 20)[-6:] == tiles
+  # a 2 MB L2 holds 64 panels of 512 rows, but a packed block lives on the stack: at most MAX_PACKED_BLOCK (1 MB, 32 panels)
+  assert Opt(OptOps.SPLIT, 1, 32) in opts(4096, 4096, 4096, 32 << 10, 32 << 20, 2 << 20)
   # 6 column panels (96 columns) can't reuse a packed row tile MIN_TILE_REUSE times: B alone packed, K blocked so 256 rows of
   # B's 16 columns (64 bytes) fill half the L1; A's K-block slab (1 MB) fits twice the L2, so one panel a block
   assert opts(1024, 8192, 96, 32 << 10)[-3:] == [Opt(OptOps.SWAP, 0, 1), Opt(OptOps.KBLOCK, 4, 256), Opt(OptOps.PACK, 4)]

@@ -197,8 +197,8 @@ def _pack_operand(ast: UOp, opt: Opt, axes: list[UOp]) -> UOp:
   return _pack(ast, opt, axes, rows=False)
 
 def _pack_rows(ast: UOp, opt: Opt, axes: list[UOp]) -> UOp:
-  """PACKROWS: the one global load in the REDUCE over reduce range r (size K) whose index steps by 1 along r and by a
-  stride other than 0 or 1 along one UPCAST range u (size U; A[i, k] in A @ B, u = the register tile's rows) reads a
+  """PACKROWS: the one global load in the REDUCE over reduce range r (size K) whose index steps by 1 along r and depends
+  on one UPCAST range u (size U; A[i, k] in A @ B, u = the register tile's rows, a row apart or clamped by PADTO) reads a
   kernel-local buffer P instead: P[(cc*U + ju)*K + kk], the tile's U rows of K (one K block) back to back, with `arg` an
   output loop c (a block of row tiles) as in PACK. The copy reads each row a vector at a time (kk split by the widest
   power of two up to 16 that divides K) in the innermost loop it depends on; the reduce reads P[(c*U + u)*K + r]. The

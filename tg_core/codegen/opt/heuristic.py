@@ -368,6 +368,9 @@ def _packed_panels(ast: UOp, caches: tuple[int, ...]) -> list[Opt]:
 # column panels a packed row tile is reused by at least: below, copying the tile (its rows come from memory, unprefetched)
 # costs more than its unit-stride reads save
 MIN_TILE_REUSE = 4
+# bytes of B a block of packed panels holds at most, whatever the L2: kernel-local buffers live on the stack of the thread
+# that runs the kernel (LLVM allocas), and a worker thread's stack is 8 MB with the usual stack limit, 2 MB (glibc) without one
+MAX_PACKED_BLOCK = 1 << 20
 
 def _packed_tiles(ast: UOp, caches: tuple[int, ...]) -> list[Opt]:
   """Both operands of a tiled matmul (A @ B, register tile U columns x R rows, B's column panels outside A's row tiles,
@@ -377,7 +380,7 @@ def _packed_tiles(ast: UOp, caches: tuple[int, ...]) -> list[Opt]:
   row tile (PACKROWS). The register tile then reads A's tile from the L1 for each of the p panels, which stream from the L2.
   kc: the largest divisor of K (at least 32) whose A tile fits half the L1 (R x kc, `caches[0]`): unpacked, the R rows of a
   power-of-two row length share a few L1 sets and evict each other. p: the largest divisor of the panel count whose
-  block of B fits the L2 (p x kc x U, `caches[1]`) and leaves at least 2 blocks; at least MIN_TILE_REUSE. [] where the loops
+  block of B fits the L2 (p x kc x U, `caches[1]`, and MAX_PACKED_BLOCK) and leaves at least 2 blocks; at least MIN_TILE_REUSE. [] where the loops
   don't nest so, A has fewer than MIN_PANEL_REUSE row tiles, p or kc has no such value, or an opt doesn't apply (a bf16
   matmul: KBLOCK can't accumulate its fp32 sum in the output)."""
   l1, l2 = caches[0], caches[1]
@@ -397,7 +400,7 @@ def _packed_tiles(ast: UOp, caches: tuple[int, ...]) -> list[Opt]:
   k, n = reds[0].src[0].arg, cols.src[0].arg
   kc = next((d for d in range(min(k, (l1 // 2) // tile_col), 31, -1) if k % d == 0), None)
   if kc is None: return []
-  p = next((d for d in range(min(n // 2, l2 // (kc * panel_row)), 0, -1) if n % d == 0), 1)
+  p = next((d for d in range(min(n // 2, min(l2, MAX_PACKED_BLOCK) // (kc * panel_row)), 0, -1) if n % d == 0), 1)
   if p < MIN_TILE_REUSE: return []
   try:
     cur = apply_opt(ast, split := Opt(OptOps.SPLIT, axes.index(cols), p))
