@@ -230,33 +230,32 @@ def test_big_matmul_heuristic_pads_tails_and_blocks_k_from_the_declared_l1():
   from tg_core.renderer import RendererCaps
   from tg_core.uop.symbolic import symbolic
   from tg_core.uop.rewrite import graph_rewrite
-  def opts(m: int, k: int, n: int, l1: int, l3: int | None = None) -> list[Opt]:
+  def opts(m: int, k: int, n: int, l1: int, l3: int | None = None, l2: int = 512 << 10) -> list[Opt]:
     items, _ = create_schedule(UOp.sink((Tensor.empty(m, k, device="NULL") @ Tensor.empty(k, n, device="NULL")).uop))
-    caps = RendererCaps(vector_upcast=True, vector_width=8, big_reduce_tile=(16, 6), cache_sizes=(l1, 512 << 10, *((l3,) if l3 else ())))
+    caps = RendererCaps(vector_upcast=True, vector_width=8, big_reduce_tile=(16, 6), cache_sizes=(l1, l2, *((l3,) if l3 else ())))
     return hand_coded_optimizations(graph_rewrite(items[0].ast, symbolic), caps)
   o = opts(1024, 1024, 1024, 32 << 10)
-  # 1024 rows in tiles of 6: padded to 1026; K blocked so 256 rows of B's 16 columns (64 bytes) fill half the L1, packed
-  assert Opt(OptOps.PADTO, 0, 6) in o and o[-3:] == [Opt(OptOps.SWAP, 0, 1), Opt(OptOps.KBLOCK, 4, 256), Opt(OptOps.PACK, 4)], o
-  assert Opt(OptOps.KBLOCK, 4, 256) in opts(1024, 1024, 1024, 48 << 10)  # 384 rows fit: the largest divisor of 1024 below is 256
-  assert Opt(OptOps.KBLOCK, 4, 250) in opts(1000, 1000, 1000, 48 << 10)
-  assert opts(512, 512, 512, 32 << 10)[-2:] == [Opt(OptOps.KBLOCK, 4, 256), Opt(OptOps.PACK, 4)]
-  # outputs that fit half a 32 MB L3 (1000^3-2048^3: 4-16 MB) keep K blocked; 4096^3's 64 MB don't: the whole K in one
-  # 256 KB panel (half the L2), each output written once; a 128 MB L3 keeps 4096^3 K-blocked too
-  assert Opt(OptOps.KBLOCK, 4, 256) in opts(1024, 1024, 1024, 32 << 10, 32 << 20)
-  assert Opt(OptOps.KBLOCK, 4, 250) in opts(1000, 1000, 1000, 32 << 10, 32 << 20)
-  assert opts(2048, 2048, 2048, 32 << 10, 32 << 20)[-2:] == [Opt(OptOps.KBLOCK, 5, 256), Opt(OptOps.PACK, 5, 2)]
-  assert opts(4096, 4096, 4096, 32 << 10, 32 << 20)[-2:] == [Opt(OptOps.SWAP, 0, 1), Opt(OptOps.PACK, 4)]
-  assert opts(4096, 4096, 4096, 32 << 10, 128 << 20)[-2:] == [Opt(OptOps.KBLOCK, 5, 256), Opt(OptOps.PACK, 5, 2)]
-  # a 16 MB L3: 2048^3's outputs outgrow half of it, and A (16 MB) a quarter: blocks of 2 whole-K panels (2 x 128 KB)
-  assert opts(2048, 2048, 2048, 32 << 10, 16 << 20)[-3:] == [Opt(OptOps.SPLIT, 1, 2), Opt(OptOps.SWAP, 0, 2), Opt(OptOps.PACK, 5, 2)]
-  # a whole-K panel over half the L2 (K = 8192: 512 KB) keeps K blocked: A's 2 MB K-block slab outgrows twice the L2, so
-  # B's columns in blocks of 8 panels (8 x 16 KB: a quarter of the L2)
-  assert opts(2048, 8192, 2048, 32 << 10)[-4:] == [Opt(OptOps.SPLIT, 1, 8), Opt(OptOps.SWAP, 0, 2), Opt(OptOps.KBLOCK, 5, 256), Opt(OptOps.PACK, 5, 2)]
-  assert opts(4096, 8192, 4096, 32 << 10, 32 << 20)[-2:] == [Opt(OptOps.KBLOCK, 5, 256), Opt(OptOps.PACK, 5, 2)]
+  # 1024 rows in tiles of 6: padded to 1026; K blocked so a row tile's 6 x 512 floats of A fill half the L1, in blocks of
+  # 16 column panels (16 x 512 x 16 floats of B: the 512 KB L2), both operands packed
+  tiles = [Opt(OptOps.SWAP, 0, 1), Opt(OptOps.SPLIT, 1, 16), Opt(OptOps.SWAP, 0, 2), Opt(OptOps.KBLOCK, 5, 512), Opt(OptOps.PACK, 5, 2),
+           Opt(OptOps.PACKROWS, 6)]
+  assert Opt(OptOps.PADTO, 0, 6) in o and o[-6:] == tiles, o
+  # a 48 KB L1 holds the tile's whole K (6 x 1024 floats): no K blocks, and blocks of 8 panels of 1024 rows fill the L2
+  assert opts(1024, 1024, 1024, 48 << 10)[-5:] == [Opt(OptOps.SWAP, 0, 1), Opt(OptOps.SPLIT, 1, 8), Opt(OptOps.SWAP, 0, 2), Opt(OptOps.PACK, 5, 2),
+                                                   Opt(OptOps.PACKROWS, 6)]
+  assert Opt(OptOps.SPLIT, 1, 7) in opts(1000, 1000, 1000, 48 << 10)  # 63 panels (1008 padded columns): 9 of 1000 rows outgrow the L2
+  assert Opt(OptOps.KBLOCK, 5, 500) in opts(1000, 1000, 1000, 32 << 10)
+  assert opts(512, 512, 512, 32 << 10)[-4:] == [Opt(OptOps.SPLIT, 1, 16), Opt(OptOps.SWAP, 0, 2), Opt(OptOps.PACK, 5, 2), Opt(OptOps.PACKROWS, 6)]
+  for shape in ((2048, 2048, 2048), (4096, 4096, 4096), (2048, 8192, 2048)): assert opts(*shape, 32 << 10, 32 << 20)[-6:] == tiles
+  # a 2 MB L2 holds 64 panels of 512 rows, but a packed block lives on the stack: at most MAX_PACKED_BLOCK (1 MB, 32 panels)
+  assert Opt(OptOps.SPLIT, 1, 32) in opts(4096, 4096, 4096, 32 << 10, 32 << 20, 2 << 20)
+  # 6 column panels (96 columns) can't reuse a packed row tile MIN_TILE_REUSE times: B alone packed, K blocked so 256 rows of
+  # B's 16 columns (64 bytes) fill half the L1; A's K-block slab (1 MB) fits twice the L2, so one panel a block
+  assert opts(1024, 8192, 96, 32 << 10)[-3:] == [Opt(OptOps.SWAP, 0, 1), Opt(OptOps.KBLOCK, 4, 256), Opt(OptOps.PACK, 4)]
   assert all(x.op is not OptOps.KBLOCK for x in opts(4096, 64, 4096, 32 << 10))  # the reduce fits the L1 already
   # 64 rows (11 row tiles) reuse a packed panel too little: the unpacked K-blocked loop
   o64 = opts(64, 4096, 64, 32 << 10)
-  assert all(x.op is not OptOps.PACK for x in o64) and o64[-1] == Opt(OptOps.KBLOCK, 4, 256), o64
+  assert all(x.op not in (OptOps.PACK, OptOps.PACKROWS) for x in o64) and o64[-1] == Opt(OptOps.KBLOCK, 4, 256), o64
   assert Opt(OptOps.PADTO, 1, 16) in opts(1000, 1000, 1000, 32 << 10)  # 1000 columns: one masked vector tile at the end
 
 # PACK: B's slice copied into a kernel-local panel (with the column panels of a block, and masked tails), same values
@@ -267,6 +266,14 @@ PACK_CASES = [[Opt(OptOps.UPCAST, 1, 4), Opt(OptOps.PADTO, 0, 6), Opt(OptOps.UPC
               [Opt(OptOps.PADTO, 1, 16), Opt(OptOps.UPCAST, 1, 16), Opt(OptOps.PADTO, 0, 6), Opt(OptOps.UPCAST, 0, 6), Opt(OptOps.SWAP, 0, 1),
                Opt(OptOps.PACK, 4)],
               [Opt(OptOps.UPCAST, 1, 2), Opt(OptOps.PACK, 3)]]  # packed inside the row loop: re-copied per row, still right
+# PACKROWS: A's row tile copied into contiguous rows (per row tile, per block of row tiles; K = 96 copies 16-lane
+# vectors, a K block of 24 8-lane ones, of 3 scalars), with B packed too or not, with a padded (clamped) row tail
+PACK_CASES += [[Opt(OptOps.UPCAST, 1, 4), Opt(OptOps.PADTO, 0, 6), Opt(OptOps.UPCAST, 0, 6), Opt(OptOps.SWAP, 0, 1), Opt(OptOps.SPLIT, 1, 3),
+                Opt(OptOps.SWAP, 0, 2), Opt(OptOps.KBLOCK, 5, 24), Opt(OptOps.PACK, 5, 2), Opt(OptOps.PACKROWS, 6)],
+               [Opt(OptOps.UPCAST, 1, 4), Opt(OptOps.PADTO, 0, 6), Opt(OptOps.UPCAST, 0, 6), Opt(OptOps.SWAP, 0, 1), Opt(OptOps.SPLIT, 1, 3),
+                Opt(OptOps.SWAP, 0, 2), Opt(OptOps.PACKROWS, 5)],
+               [Opt(OptOps.UPCAST, 1, 4), Opt(OptOps.UPCAST, 0, 5), Opt(OptOps.SPLIT, 0, 2), Opt(OptOps.PACKROWS, 5, 2)],
+               [Opt(OptOps.UPCAST, 1, 4), Opt(OptOps.PADTO, 0, 6), Opt(OptOps.UPCAST, 0, 6), Opt(OptOps.KBLOCK, 4, 3), Opt(OptOps.PACKROWS, 4)]]
 @pytest.mark.parametrize("opts", PACK_CASES, ids=str)
 def test_pack_matches_numpy(opts: list[Opt]):
   # on CPU whatever DEV is: PACK needs a target that runs loops (test_pack_needs_a_loop_target)
@@ -274,26 +281,28 @@ def test_pack_matches_numpy(opts: list[Opt]):
   np.testing.assert_allclose(run_with_opts(Tensor(x, device="CPU") @ Tensor(w, device="CPU"), opts), x.astype(np.float64) @ w, rtol=1e-4, atol=1e-4)
 
 def test_packed_matmul_heuristic_matches_numpy():
-  # the heuristic's whole blocking (tiles, padded row tail, column-panel blocks, K blocks, PACK) for declared Zen 3 caches
+  # the heuristic's whole blocking (tiles, column-panel blocks, K blocks, PACK, PACKROWS) for declared Zen 3 caches
   from tg_core.renderer import RendererCaps
-  # small declared caches so a small matmul gets every opt: K blocks of 64 (8 KB L1), A's 150 KB slab over twice a 64 KB L2
+  # small declared caches so a small matmul gets every opt: K blocks of 160 (6 x 160 floats of A in half an 8 KB L1), blocks
+  # of 6 column panels (6 x 160 x 16 floats of B in the 64 KB L2)
   caps = RendererCaps(vector_upcast=True, vector_width=8, big_reduce_tile=(16, 6), cache_sizes=(8 << 10, 64 << 10))
   from tg_core.uop.symbolic import symbolic
   from tg_core.uop.rewrite import graph_rewrite
   x, w = rnd(600, 640), rnd(640, 384)
   items, _ = create_schedule(UOp.sink((Tensor(x, device="CPU") @ Tensor(w, device="CPU")).uop))
   opts = hand_coded_optimizations(graph_rewrite(items[0].ast, symbolic), caps)
-  assert opts[-4:] == [Opt(OptOps.SPLIT, 1, 4), Opt(OptOps.SWAP, 0, 2), Opt(OptOps.KBLOCK, 5, 64), Opt(OptOps.PACK, 5, 2)], opts
+  assert opts[-5:] == [Opt(OptOps.SPLIT, 1, 6), Opt(OptOps.SWAP, 0, 2), Opt(OptOps.KBLOCK, 5, 160), Opt(OptOps.PACK, 5, 2), Opt(OptOps.PACKROWS, 6)], opts
   np.testing.assert_allclose(run_with_opts(Tensor(x, device="CPU") @ Tensor(w, device="CPU"), opts), x.astype(np.float64) @ w, rtol=1e-4, atol=1e-3)
 
 def test_whole_k_panel_heuristic_matches_numpy():
-  # outputs (800 KB) over half a declared 1 MB L3, B's whole-K panel (256 x 16 floats: 16 KB) in half the 64 KB L2: PACK
-  # without KBLOCK (the 8 KB L1 alone would block K by 64); A (200 KB) in a quarter of the L3: one panel a block
+  # 3 column panels: too few to pack A's row tiles (MIN_TILE_REUSE), B alone packed. Outputs (38 KB) over half a declared
+  # 64 KB L3, B's whole-K panel (512 x 16 floats: 32 KB) in half the 64 KB L2: PACK without KBLOCK (the 8 KB L1 alone
+  # would block K by 64); one panel a block
   from tg_core.renderer import RendererCaps
   from tg_core.uop.symbolic import symbolic
   from tg_core.uop.rewrite import graph_rewrite
-  caps = RendererCaps(vector_upcast=True, vector_width=8, big_reduce_tile=(16, 6), cache_sizes=(8 << 10, 64 << 10, 1 << 20))
-  x, w = rnd(200, 256), rnd(256, 1024)
+  caps = RendererCaps(vector_upcast=True, vector_width=8, big_reduce_tile=(16, 6), cache_sizes=(8 << 10, 64 << 10, 64 << 10))
+  x, w = rnd(200, 512), rnd(512, 48)
   items, _ = create_schedule(UOp.sink((Tensor(x, device="CPU") @ Tensor(w, device="CPU")).uop))
   opts = hand_coded_optimizations(graph_rewrite(items[0].ast, symbolic), caps)
   assert opts[-2:] == [Opt(OptOps.SWAP, 0, 1), Opt(OptOps.PACK, 4)] and all(o.op is not OptOps.KBLOCK for o in opts), opts
@@ -307,7 +316,11 @@ def test_pack_needs_a_loop_target():
                                         ([Opt(OptOps.PACK, 2)], lambda a, b: a @ b),  # no upcast: no load contiguous along one
                                         ([Opt(OptOps.UPCAST, 1, 2), Opt(OptOps.PACK, 3)], lambda a, b: a @ b.T.contiguous().T),  # B^T: read along K
                                         ([Opt(OptOps.UPCAST, 1, 2), Opt(OptOps.PACK, 3, 2)], lambda a, b: a @ b),  # arg not an output axis
-                                        ([Opt(OptOps.UPCAST, 1, 2), Opt(OptOps.PACK, 3, 0)], lambda a, b: a @ b)])  # B doesn't depend on A's rows
+                                        ([Opt(OptOps.UPCAST, 1, 2), Opt(OptOps.PACK, 3, 0)], lambda a, b: a @ b),  # B doesn't depend on A's rows
+                                        ([Opt(OptOps.UPCAST, 0, 2), Opt(OptOps.PACKROWS, 0)], lambda a, b: a @ b),  # not a reduce axis
+                                        ([Opt(OptOps.UPCAST, 1, 2), Opt(OptOps.PACKROWS, 3)], lambda a, b: a @ b),  # A's rows not upcast
+                                        ([Opt(OptOps.UPCAST, 0, 2), Opt(OptOps.PACKROWS, 3)], lambda a, b: a.T.contiguous().T @ b),  # A^T: strided along K
+                                        ([Opt(OptOps.UPCAST, 0, 2), Opt(OptOps.PACKROWS, 3, 1)], lambda a, b: a @ b)])  # A doesn't depend on B's columns
 def test_bad_pack_raises(opts: list[Opt], make: Callable):
   items, _ = create_schedule(UOp.sink(make(Tensor(A), Tensor(B)).uop))
   ast = items[-1].ast
@@ -326,7 +339,7 @@ def test_beam_blocking_candidates_match_numpy():
 
 def test_beam_blocking_candidates_start_from_the_heuristics_own_choice():
   # BEAM gets the scheduled kernel unsimplified: its first candidate is still what the heuristic picks in codegen (for a
-  # padded 1000^3 matmul: the loop order, K blocks of 250, not a power of two, and PACK, which the unsimplified row index hid)
+  # padded 1000^3 matmul: the loop order, K blocks of 500, not a power of two, PACK and PACKROWS, which the unsimplified row index hid)
   from tg_core.codegen.opt.search import blocking_candidates
   from tg_core.renderer import RendererCaps
   from tg_core.uop.symbolic import symbolic
@@ -335,7 +348,7 @@ def test_beam_blocking_candidates_start_from_the_heuristics_own_choice():
   caps = RendererCaps(vector_upcast=True, vector_width=8, big_reduce_tile=(16, 6), cache_sizes=(32 << 10, 512 << 10))
   items, _ = create_schedule(UOp.sink((Tensor.empty(1000, 1000, device="NULL") @ Tensor.empty(1000, 1000, device="NULL")).uop))
   own = hand_coded_optimizations(graph_rewrite(graph_rewrite(items[0].ast, symbolic), pm_index_given_valid), caps)
-  assert own[-1].op is OptOps.PACK and blocking_candidates(items[0].ast, caps)[0] == own, own
+  assert [o.op for o in own[-3:]] == [OptOps.KBLOCK, OptOps.PACK, OptOps.PACKROWS] and blocking_candidates(items[0].ast, caps)[0] == own, own
 
 def test_matvec_heuristic_blocks_columns_and_rows_from_the_declared_l1():
   # x @ W: a 16 x 4 tile (16 x 6 rounds down: 8 accumulator vectors), column blocks whose partial sums fill a quarter of the L1

@@ -69,7 +69,7 @@ def check_opts(opts: list[Opt], ren: Renderer) -> list[Opt]:
   if len(locs) > len(lm := ren.caps.local_max): raise KernelOptError(f"{len(locs)} LOCAL opts, {ren.target_name()} has {len(lm)} workgroup dims")
   for o, m in zip(locs, lm):
     if o.arg is not None and o.arg > m: raise KernelOptError(f"{o} exceeds {ren.target_name()}'s caps.local_max {lm}")
-  if ren.caps.native_reduce_limit and (packs := [o for o in opts if o.op in (OptOps.PACK, OptOps.WINDOW)]):
+  if ren.caps.native_reduce_limit and (packs := [o for o in opts if o.op in (OptOps.PACK, OptOps.PACKROWS, OptOps.WINDOW)]):
     raise KernelOptError(f"{ren.target_name()} reduces whole axes (caps.native_reduce_limit): {packs[0]} needs a target that runs its copy as a loop")
   return opts
 

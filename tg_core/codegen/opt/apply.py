@@ -15,7 +15,9 @@ PACK (`axis`: a REDUCE range, after KBLOCK) copies the slice of the one operand 
 (B's rows in A @ B) into a contiguous kernel-local buffer, once per iteration of the loops that slice depends on, and
 the reduce reads the copy at unit stride (see `_pack_operand`). WINDOW (`axis`: an output loop) copies the window a gated load
 (a padded convolution's input) reads inside that loop into a kernel-local buffer, gate applied once per element, and the
-reduce reads the copy ungated (see `_copy_window`)."""
+reduce reads the copy ungated (see `_copy_window`). PACKROWS (same axis and arg) copies the register tile's rows
+of the one operand read contiguously along that reduce and strided along an upcast axis (A's rows in A @ B) into a contiguous
+block, row after row (see `_pack_rows`)."""
 from __future__ import annotations
 import functools
 from dataclasses import dataclass
@@ -35,7 +37,7 @@ if TYPE_CHECKING:
 
 class OptOps(Enum):
   UPCAST = auto(); UNROLL = auto(); LOCAL = auto(); NOLOCALS = auto()  # noqa: E702
-  SWAP = auto(); SPLIT = auto(); TC = auto(); KBLOCK = auto(); PADTO = auto(); PACK = auto(); WINDOW = auto()  # noqa: E702
+  SWAP = auto(); SPLIT = auto(); TC = auto(); KBLOCK = auto(); PADTO = auto(); PACK = auto(); PACKROWS = auto(); WINDOW = auto()  # noqa: E702
   def __repr__(self) -> str: return f"OptOps.{self.name}"
 
 @dataclass(frozen=True, order=True)
@@ -77,6 +79,7 @@ def apply_opt(ast: UOp, opt: Opt, caps: RendererCaps | None = None) -> UOp:
   if opt.op is OptOps.KBLOCK: return _block_reduce(ast, opt, axes)
   if opt.op is OptOps.PACK: return _pack_operand(ast, opt, axes)
   if opt.op is OptOps.WINDOW: return _copy_window(ast, opt, axes)
+  if opt.op is OptOps.PACKROWS: return _pack_rows(ast, opt, axes)
   size, amt = _range_size(r), opt.arg or 0
   want = {OptOps.UPCAST: _OUT, OptOps.LOCAL: _OUT, OptOps.SPLIT: _OUT, OptOps.PADTO: _OUT, OptOps.UNROLL: (AxisType.REDUCE,)}[opt.op]
   if r.arg[1] not in want: raise KernelOptError(f"{opt.op} needs an axis of type {want}, axis {opt.axis} is {r.arg[1]}")
@@ -194,34 +197,61 @@ def _pack_operand(ast: UOp, opt: Opt, axes: list[UOp]) -> UOp:
   a time; the reduce reads P[(c*K + r)*U + u]. The values are the same: B's rows, a stride apart (a power of two maps
   them all to a few cache sets), become panels that stay in cache while the loops inside pass over them. Gated loads
   (PADTO's masked tail) are copied with their gate (masked lanes read 0)."""
+  return _pack(ast, opt, axes, rows=False)
+
+def _pack_rows(ast: UOp, opt: Opt, axes: list[UOp]) -> UOp:
+  """PACKROWS: the one global load in the REDUCE over reduce range r (size K) whose index steps by 1 along r and depends
+  on one UPCAST range u (size U; A[i, k] in A @ B, u = the register tile's rows, a row apart or clamped by PADTO) reads a
+  kernel-local buffer P instead: P[(cc*U + ju)*K + kk], the tile's U rows of K (one K block) back to back, with `arg` an
+  output loop c (a block of row tiles) as in PACK. The copy reads each row a vector at a time (kk split by the widest
+  power of two up to 16 that divides K) in the innermost loop it depends on; the reduce reads P[(c*U + u)*K + r]. The
+  rows of A are a row apart: with a power-of-two row length (4 KB at K = 1024) all U rows of a tile map to the same few
+  L1 sets and evict each other while the loops inside reuse them; copied back to back they don't collide."""
+  return _pack(ast, opt, axes, rows=True)
+
+def _pack(ast: UOp, opt: Opt, axes: list[UOp], rows: bool) -> UOp:
   r = axes[opt.axis]  # type: ignore[index]
-  if r.arg[1] is not AxisType.REDUCE: raise KernelOptError(f"PACK needs a REDUCE axis, axis {opt.axis} is {r.arg[1]}")
+  if r.arg[1] is not AxisType.REDUCE: raise KernelOptError(f"{opt.op} needs a REDUCE axis, axis {opt.axis} is {r.arg[1]}")
   if opt.arg is not None and (not 0 <= opt.arg < len(axes) or axes[opt.arg].arg[1] not in _OUT):
-    raise KernelOptError(f"PACK's arg is None or an output axis the packed operand depends on, got {opt.arg}")
+    raise KernelOptError(f"{opt.op}'s arg is None or an output axis the packed operand depends on, got {opt.arg}")
   c = axes[opt.arg] if opt.arg is not None else None
   k = _range_size(r)
   reds = [u for u in ast.toposort() if u.op is Ops.REDUCE and r in u.src[1:]]
-  if len(reds) != 1: raise KernelOptError(f"PACK needs axis {opt.axis} in one REDUCE, it is in {len(reds)}")
+  if len(reds) != 1: raise KernelOptError(f"{opt.op} needs axis {opt.axis} in one REDUCE, it is in {len(reds)}")
   cands: list[tuple[UOp, UOp]] = []
   for u in reds[0].src[0].toposort():
     if u.op is not Ops.LOAD or len(u.src) != 1 or u.src[0].op is not Ops.INDEX or len(u.src[0].src) not in (2, 3): continue
     idx = u.src[0]
     if idx.src[0].op is not Ops.PARAM or idx.src[0].arg.addrspace is not AddrSpace.GLOBAL: continue
-    if (aff := affine(idx.src[1], r)) is None or aff[1] in (0, 1): continue
+    if (aff := affine(idx.src[1], r)) is None or (aff[1] != 1 if rows else aff[1] in (0, 1)): continue
     ups = [x for x in idx.ranges if x.arg[1] is AxisType.UPCAST]
-    if len(ups) == 1 and (ua := affine(idx.src[1], ups[0])) is not None and ua[1] == 1: cands.append((u, ups[0]))
-  if len(cands) != 1: raise KernelOptError(f"PACK needs one load strided along axis {opt.axis} and contiguous along an upcast axis, found {len(cands)}")
+    if len(ups) != 1: continue
+    # (a PADTO'd row axis clamps A's row, min(i, s-1): its stride along the rows isn't affine, and needn't be for the copy)
+    if rows or ((ua := affine(idx.src[1], ups[0])) is not None and ua[1] == 1): cands.append((u, ups[0]))
+  what = "contiguous along axis {} and strided along an upcast axis" if rows else "strided along axis {} and contiguous along an upcast axis"
+  if len(cands) != 1: raise KernelOptError(f"{opt.op} needs one load {what.format(opt.axis)}, found {len(cands)}")
   ld, up = cands[0]
-  if c is not None and c not in ld.src[0].ranges: raise KernelOptError(f"PACK: the packed load doesn't depend on axis {opt.arg}")
+  if c is not None and c not in ld.src[0].ranges: raise KernelOptError(f"{opt.op}: the packed load doesn't depend on axis {opt.arg}")
   n_up, n_c = _range_size(up), _range_size(c) if c is not None else 1
   next_id = max(x.arg[0] for x in axes) + 1
-  kk, ju = UOp.range(k, next_id, AxisType.REDUCE, r.dtype), UOp.range(n_up, next_id + 1, AxisType.UPCAST, up.dtype)
   cc = UOp.range(n_c, next_id + 2, AxisType.REDUCE, c.dtype) if c is not None else None
   npack = sum(1 for u in ast.toposort() if u.op is Ops.BUFFER and u.arg.addrspace is AddrSpace.REG)
   panel = UOp(Ops.BUFFER, ld.dtype, arg=ParamArg(PACK_SLOT + npack, ld.dtype, n_c * k * n_up, addrspace=AddrSpace.REG))
-  def at(c_: UOp | None, k_: UOp, u_: UOp) -> UOp: return ((c_ * k + k_) if c_ is not None else k_) * n_up + u_
+  if rows:
+    # the copy's loop along a row: vectors of the widest power of two that divides K (a plain loop where none does)
+    vec = next((v for v in (16, 8, 4, 2) if k % v == 0), 1)
+    ju = UOp.range(n_up, next_id + 1, AxisType.REDUCE, up.dtype)
+    kv = UOp.range(vec, next_id + 3, AxisType.UPCAST, r.dtype) if vec > 1 else None
+    ko = UOp.range(k // vec, next_id, AxisType.REDUCE, r.dtype)
+    kk = ko * vec + kv if kv is not None else ko
+    def at(c_: UOp | None, k_: UOp, u_: UOp) -> UOp: return ((c_ * n_up + u_) if c_ is not None else u_) * k + k_
+    loops: tuple[UOp | None, ...] = (kv, ko, ju, cc)
+  else:
+    kk, ju = UOp.range(k, next_id, AxisType.REDUCE, r.dtype), UOp.range(n_up, next_id + 1, AxisType.UPCAST, up.dtype)
+    def at(c_: UOp | None, k_: UOp, u_: UOp) -> UOp: return ((c_ * k + k_) if c_ is not None else k_) * n_up + u_
+    loops = (ju, cc, kk)
   copy: UOp = panel.index(at(cc, kk, ju)).store(ld.src[0].substitute({r: kk, up: ju, **({c: cc} if c is not None else {})}).load())
-  for rng in (ju, cc, kk):
+  for rng in loops:
     if rng is not None: copy = UOp(Ops.END, dtypes.void, (copy, rng))
   ret = ast.substitute({ld: panel.after(copy).index(at(c, r, up)).load()})
   return ret.replace(arg=_with_opts(ret.arg, opt))

@@ -25,7 +25,8 @@ def hand_coded_optimizations(ast: UOp, caps: RendererCaps | None = None) -> list
   a weight row as long as the register tile (16 x 6 rounds down to 16 x 4 on AVX2: 64 floats = 4 cache lines, in 8
   accumulator vectors), which the prefetcher streams; 16 floats a row were a page walk and a cache miss each. Targets that
   declare their `cache_sizes` also get the loop order of a big matmul chosen for cache reuse (`_loop_order`) and, where B's
-  column loop ended up outside A's rows, B packed into contiguous panels around A's row loop (`_packed_panels`); else,
+  column loop ended up outside A's rows, both operands packed, A's row tiles inside blocks of B's panels (`_packed_tiles`), or
+  where too few panels would reuse a packed row tile, B alone packed into contiguous panels around A's row loop (`_packed_panels`); else,
   knowing the L1, its reduce K-blocked (`_reduce_block`), or for a wide-output one its strided operand blocked to the L2
   (`_strided_operand_blocks`). A big kernel's tile that doesn't divide its axis pads the axis (`_tail_pad`: 1024 rows in
   tiles of 6, 1000 columns in tiles of 16) rather than halving the tile. A big padded convolution whose input tile spans
@@ -101,7 +102,7 @@ def hand_coded_optimizations(ast: UOp, caps: RendererCaps | None = None) -> list
       for o in _loop_order(cur, caps.cache_sizes):
         cur = apply_opt(cur, o)
         opts.append(o)
-    if big and len(red_axes) == 1 and len(caps.cache_sizes) >= 2 and (packed := _packed_panels(cur, caps.cache_sizes)):
+    if big and len(red_axes) == 1 and len(caps.cache_sizes) >= 2 and (packed := _packed_tiles(cur, caps.cache_sizes) or _packed_panels(cur, caps.cache_sizes)):
       for o in packed: cur = apply_opt(cur, o)
       opts.extend(packed)
     elif big and len(red_axes) == 1 and caps.cache_sizes and (kb := _reduce_block(cur, caps.cache_sizes)) is not None:
@@ -416,6 +417,58 @@ def _packed_panels(ast: UOp, caches: tuple[int, ...]) -> list[Opt]:
     cur = apply_opt(cur, o := Opt(OptOps.PACK, red, kernel_axes(cur).index(inner) if p > 1 else None))
     opts.append(o)
   except KernelOptError: return []  # e.g. a bf16 matmul: KBLOCK can't accumulate its fp32 sum in the output
+  return opts
+
+# column panels a packed row tile is reused by at least: below, copying the tile (its rows come from memory, unprefetched)
+# costs more than its unit-stride reads save
+MIN_TILE_REUSE = 4
+# bytes of B a block of packed panels holds at most, whatever the L2: kernel-local buffers live on the stack of the thread
+# that runs the kernel (LLVM allocas), and a worker thread's stack is 8 MB with the usual stack limit, 2 MB (glibc) without one
+MAX_PACKED_BLOCK = 1 << 20
+
+def _packed_tiles(ast: UOp, caches: tuple[int, ...]) -> list[Opt]:
+  """Both operands of a tiled matmul (A @ B, register tile U columns x R rows, B's column panels outside A's row tiles,
+  see `_loop_order`) packed: the columns in blocks of p panels (SPLIT, the block loop outermost: the one the cores share),
+  A's row tiles outside the panels of a block (SWAP), the reduce K-blocked by kc (KBLOCK), B's kc x (p*U) slice copied into
+  p contiguous panels once per block and K block (PACK) and the row tile's R x kc slice of A into R contiguous rows once per
+  row tile (PACKROWS). The register tile then reads A's tile from the L1 for each of the p panels, which stream from the L2.
+  kc: the largest divisor of K (at least 32) whose A tile fits half the L1 (R x kc, `caches[0]`): unpacked, the R rows of a
+  power-of-two row length share a few L1 sets and evict each other. p: the largest divisor of the panel count whose
+  block of B fits the L2 (p x kc x U, `caches[1]`, and MAX_PACKED_BLOCK) and leaves at least 2 blocks; at least MIN_TILE_REUSE. [] where the loops
+  don't nest so, A has fewer than MIN_PANEL_REUSE row tiles, p or kc has no such value, or an opt doesn't apply (a bf16
+  matmul: KBLOCK can't accumulate its fp32 sum in the output)."""
+  l1, l2 = caches[0], caches[1]
+  axes = kernel_axes(ast)
+  loops = [r for r in axes if r.arg[1] in (AxisType.LOOP, AxisType.GLOBAL)]
+  reds = [r for r in axes if r.arg[1] is AxisType.REDUCE]
+  if len(loops) != 2 or len(reds) != 1 or any(r.src[0].op is not Ops.CONST for r in (*loops, *reds)): return []
+  if (nest := nesting(ast, *loops)) is None: return []
+  rows, cols = nest  # the inner loop (A's row tiles) and the outer one (B's column panels)
+  if rows.src[0].arg < MIN_PANEL_REUSE: return []
+  loads = [u for u in ast.toposort() if u.op is Ops.LOAD and u.src[0].op is Ops.INDEX and u.src[0].src[0].op is Ops.PARAM]
+  strided = [u for u in loads if (st := access_strides(u, reds[0], Ops.LOAD)) and st[-1] not in (0, 1, None)]
+  streamed = [u for u in loads if u not in strided and access_strides(u, reds[0], Ops.LOAD)[-1] == 1]
+  if len(strided) != 1 or len(streamed) != 1 or cols not in strided[0].src[0].ranges or rows in strided[0].src[0].ranges: return []
+  def tile(u: UOp) -> int: return functools.reduce(lambda a, b: a * b, [r.src[0].arg for r in u.src[0].ranges if r.arg[1] is AxisType.UPCAST], 1)
+  panel_row, tile_col = tile(strided[0]) * strided[0].dtype.itemsize, tile(streamed[0]) * streamed[0].dtype.itemsize  # bytes a reduce step reads of each
+  k, n = reds[0].src[0].arg, cols.src[0].arg
+  kc = next((d for d in range(min(k, (l1 // 2) // tile_col), 31, -1) if k % d == 0), None)
+  if kc is None: return []
+  p = next((d for d in range(min(n // 2, min(l2, MAX_PACKED_BLOCK) // (kc * panel_row)), 0, -1) if n % d == 0), 1)
+  if p < MIN_TILE_REUSE: return []
+  try:
+    cur = apply_opt(ast, split := Opt(OptOps.SPLIT, axes.index(cols), p))
+    inner = next(r for r in kernel_axes(cur) if r.arg[1] is cols.arg[1] and r.arg[0] not in {x.arg[0] for x in axes})
+    cur = apply_opt(cur, swap := Opt(OptOps.SWAP, kernel_axes(cur).index(_same_axis(cur, rows)), kernel_axes(cur).index(inner)))
+    opts = [split, swap]
+    if kc < k:
+      cur = apply_opt(cur, o := Opt(OptOps.KBLOCK, kernel_axes(cur).index(_same_axis(cur, reds[0])), kc))
+      opts.append(o)
+    for op, arg in ((OptOps.PACK, inner), (OptOps.PACKROWS, None)):
+      red = next(i for i, r in enumerate(kernel_axes(cur)) if r.arg[1] is AxisType.REDUCE)
+      cur = apply_opt(cur, o := Opt(op, red, kernel_axes(cur).index(arg) if arg is not None else None))
+      opts.append(o)
+  except KernelOptError: return []
   return opts
 
 def _whole_k_panel(ast: UOp, panel_bytes: int, caches: tuple[int, ...]) -> bool:

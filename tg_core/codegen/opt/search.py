@@ -44,15 +44,15 @@ def beam_candidates(ast: UOp) -> list[list[Opt]]:
 def blocking_candidates(ast: UOp, caps: RendererCaps) -> list[list[Opt]]:
   """Opt lists for the cache blocking of a reduce kernel with one reduce axis: the heuristic's own choice for `caps`, and
   the same register tile and loop order with the reduce K-blocked by each power of two from 32 to K/2 (or not at all),
-  each K block with the heuristic's packed panel if it packs one (PACK). Each list is valid for `ast`. The heuristic sees
+  each K block with the heuristic's packed panels and row tiles if it packs them (PACK, PACKROWS). Each list is valid for `ast`. The heuristic sees
   the kernel simplified as codegen gives it (the scheduled index of a padded axis is affine only then: unsimplified, a
   1000^3 matmul's candidates had no loop order and no PACK)."""
   from tg_core.codegen import simplified_kernel
   from tg_core.codegen.opt.heuristic import hand_coded_optimizations
   ast = simplified_kernel(ast)
   own = hand_coded_optimizations(ast, caps)
-  base = [o for o in own if o.op not in (OptOps.KBLOCK, OptOps.PACK)]
-  pack = [o for o in own if o.op is OptOps.PACK]  # a packed panel goes with each K block (unblocked it would hold all of K)
+  base = [o for o in own if o.op not in (OptOps.KBLOCK, OptOps.PACK, OptOps.PACKROWS)]
+  pack = [o for o in own if o.op in (OptOps.PACK, OptOps.PACKROWS)]  # packed panels and row tiles go with each K block (unblocked they would hold all of K)
   cur = apply_opts(ast, base)
   reds = [i for i, r in enumerate(kernel_axes(cur)) if r.arg[1] is AxisType.REDUCE]
   if len(reds) != 1: return [base]
@@ -63,7 +63,7 @@ def blocking_candidates(ast: UOp, caps: RendererCaps) -> list[list[Opt]]:
     except KernelOptError: continue
     cands.append(base + [o, *pack])
   # the heuristic's own list goes first where no candidate above is it (a K block that isn't a power of two: 1000^3's
-  # 250; PACK without KBLOCK: 4096^3's whole-K panels)
+  # 500; PACK without KBLOCK: whole-K panels)
   return cands if own in cands else [own, *cands]
 
 def _time_program(device: str, ast: UOp, opts: list[Opt], bufs: list[Buffer], var_vals: dict[str, int], runs: int = 3) -> float:
