@@ -103,7 +103,10 @@ class GGUFLLM:
     self._decode_jit = TinyJit(self._step)
 
   def _step(self, rows: Tensor, start_pos: Any, last: Any = None) -> Tensor:
-    return self.model.forward(self.model.embed(rows), start_pos, last, logits=last is None).realize()
+    out = self.model.forward(self.model.embed(rows), start_pos, last, logits=last is None)
+    # a prefill chunk's row copied out of the chunk's residual: `_head_jit` then takes the same (1, 1, dim) buffer from every chunk
+    # size (a view of the chunk's rows has the chunk's shape: the head captured for one size refused the other's)
+    return (out if last is None else out.contiguous()).realize()
 
   def _head(self, row: Tensor) -> Tensor: return self.model.head(row).realize()
 
