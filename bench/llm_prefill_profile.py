@@ -1,5 +1,10 @@
-"""Per-kernel profile of one 128-token prefill chunk (the PREFILL_LONG_CHUNK TinyJit, DEV=CPU): after a prefill has captured the
-chunk, each captured kernel is run alone (best of --repeat) on the captured buffers, and the times are summed by kernel name.
+"""Where a 128-token prefill's time goes (DEV=CPU), then the per-kernel profile of its chunk (the PREFILL_LONG_CHUNK TinyJit).
+
+First the prompt's first --calls prefills, each split into its pieces (wall / CPU ms): the embedding rows gathered on the host, the
+chunk's TinyJit (captured at its first call, GGUFLLM's capture_first; later calls replay), inside it the Python trace of the step
+(building the Tensor graph), scheduling, lowering and compiling the kernels (get_runner), running them, the replay; then the
+head (`_head_jit`) and the logits' copy to the host. Then, after a prefill has captured the chunk, each captured kernel is run
+alone (best of --repeat) on the captured buffers, and the times are summed by kernel name.
 
   python bench/llm_prefill_profile.py smollm2 [--top 25] [--clock cpu]
 
@@ -23,13 +28,14 @@ def main() -> None:
   ap.add_argument("--runs", type=int, default=3, help="whole prefills timed after the capturing ones (default 3)")
   ap.add_argument("--repeat", type=int, default=3, help="runs of each kernel, best kept (default 3)")
   ap.add_argument("--clock", choices=("wall", "cpu"), default="wall")
+  ap.add_argument("--calls", type=int, default=4, help="first prefills broken down into their pieces (default 4; at least 2)")
   a = ap.parse_args()
   from tg_gguf.llm.generate import PREFILL_LONG_CHUNK, load_llm
 
   class Tok:
     bos_id, eos_ids, vocab_size = None, frozenset(), 0
   llm = load_llm(a.model, context_length=512, progress=False, tokenizer=Tok())  # type: ignore[arg-type]
-  for _ in range(2): llm.prefill(PROMPT, 0)  # runs, then captures
+  _breakdown(llm, max(2, a.calls))  # the first two run, then capture
   best = min(_timed(lambda: llm.prefill(PROMPT, 0), time.perf_counter) for _ in range(a.runs))
   print(f"CPU: {cpu_model()}, load average {os.getloadavg()[0]:.1f}; {a.model}: prefill of {len(PROMPT)} tokens {best * 1e3:.1f} ms "
         f"({len(PROMPT) / best:.1f} tok/s, wall, best of {a.runs})")
@@ -45,6 +51,54 @@ def main() -> None:
   print(f"{len(jit.captured)} kernels in the chunk, {total * 1e3:.1f} ms summed ({a.clock} clock, each kernel alone)")
   for name, ts in sorted(by_name.items(), key=lambda kv: -sum(kv[1]))[:a.top]:
     print(f"{sum(ts) * 1e3:9.2f} ms {100 * sum(ts) / total:5.1f}% {len(ts):4d}x {name}")
+
+class _Clock:
+  """Wall and CPU seconds spent inside the functions it wraps, by piece name; nested pieces count in their own name only."""
+  def __init__(self) -> None:
+    self.t: dict[str, list[float]] = collections.defaultdict(lambda: [0.0, 0.0])
+    self.stack: list[str] = []
+  def wrap(self, owner: object, attr: str, piece: str) -> None:
+    fn = getattr(owner, attr)
+    def timed(*args: object, **kwargs: object) -> object:
+      if self.stack and self.stack[-1] == piece: return fn(*args, **kwargs)  # a recursive call: counted by the outer one
+      self.stack.append(piece)
+      w, c = time.perf_counter(), time.process_time()
+      try: return fn(*args, **kwargs)
+      finally:
+        self.stack.pop()
+        dw, dc = time.perf_counter() - w, time.process_time() - c
+        self.t[piece][0] += dw
+        self.t[piece][1] += dc
+        if self.stack:  # the enclosing piece's own time excludes this one
+          self.t[self.stack[-1]][0] -= dw
+          self.t[self.stack[-1]][1] -= dc
+    setattr(owner, attr, timed)
+
+def _breakdown(llm: object, calls: int) -> None:
+  """The first `calls` prefills of PROMPT, each split into its pieces (wall / CPU ms)."""
+  from tg_core import Tensor, TinyJit
+  from tg_core.engine import realize
+  from tg_gguf.llm.generate import PREFILL_LONG_CHUNK
+  from tg_gguf.llm.model import Transformer
+  clk = _Clock()
+  clk.wrap(Transformer, "embed_rows", "embedding rows (host)")
+  clk.wrap(Transformer, "forward", "step: Python trace")
+  clk.wrap(Transformer, "head", "step: Python trace")
+  clk.wrap(Tensor, "_schedule", "scheduling")
+  clk.wrap(realize, "get_runner", "lowering + compiling")
+  clk.wrap(realize, "run_schedule", "kernels run (eager)")
+  clk.wrap(TinyJit, "_replay", "replay")
+  clk.wrap(Tensor, "numpy", "logits to the host")
+  clk.wrap(llm, "prefill", "other (Python)")
+  jit = llm._prefills[PREFILL_LONG_CHUNK][0]  # type: ignore[attr-defined]
+  for call in range(calls):
+    clk.t.clear()
+    kind = "capture" if jit.cnt == 1 or (jit.cnt == 0 and jit.capture_first) else "eager" if jit.cnt == 0 else "replay"
+    w, c = time.perf_counter(), time.process_time()
+    llm.prefill(PROMPT, 0)  # type: ignore[attr-defined]
+    w, c = time.perf_counter() - w, time.process_time() - c
+    parts = "; ".join(f"{k} {v[0] * 1e3:.0f}/{v[1] * 1e3:.0f}" for k, v in sorted(clk.t.items(), key=lambda kv: -kv[1][0]) if v[0] >= 5e-4)
+    print(f"prefill call {call + 1} ({kind}): {w * 1e3:.0f} ms wall, {c * 1e3:.0f} ms CPU ({len(PROMPT) / w:.1f} tok/s) = {parts}")
 
 def _timed(fn: Callable[[], object], clock: Callable[[], float]) -> float:
   st = clock()

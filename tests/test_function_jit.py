@@ -103,6 +103,19 @@ def test_jit_replays_on_staged_inputs():
   y = Tensor(rnd(4)).realize()  # another input tensor after the staged ones: its own buffer is read
   np.testing.assert_allclose(f(y, v, i3).numpy(), y.numpy() * 2 + v.numpy()[:3].sum(), rtol=1e-5, atol=1e-6)
 
+def test_jit_capture_first_replays_from_the_second_call():
+  # capture_first: call 1 records the kernels (and computes the result), every later call replays them on its own inputs and binding
+  from tg_core import Variable
+  w = Tensor(rnd(8)).realize()
+  f = TinyJit(lambda x, i: (x * w[:i].sum() + 1).realize(), capture_first=True)
+  for step in range(4):
+    a, n = rnd(4), 2 + step
+    out = f(Tensor(a), Variable("i", 1, 8).bind(n))
+    assert f.captured is not None and len(f.captured) >= 1  # captured at call 1 already
+    np.testing.assert_allclose(out.numpy(), a * w.numpy()[:n].sum() + 1, rtol=1e-5, atol=1e-6)
+  assert f.cnt == 5
+  with pytest.raises(RuntimeError, match="captured with"): f(Tensor(rnd(5)), Variable("i", 1, 8).bind(2))
+
 def test_jit_shape_change_errors():
   @TinyJit
   def f(x: Tensor) -> Tensor: return x * 2

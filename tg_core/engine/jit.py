@@ -1,7 +1,9 @@
 """TinyJit: capture the kernels a function runs and replay them on new inputs without re-tracing.
 
 Call 1 runs the function normally; call 2 runs it while recording every kernel with its buffers; later calls
-swap the recorded input buffers for the new inputs' and replay the kernels. Inputs must keep their shapes,
+swap the recorded input buffers for the new inputs' and replay the kernels. `TinyJit(fxn, capture_first=True)` records at
+call 1 already (call 2 replays): for a function whose state (weights, caches, tables) is realized before it is first called,
+so that its first run sets nothing up that a replay would then redo. Inputs must keep their shapes,
 dtypes and devices; outputs live in the same buffers on every replay (copy them if you keep them).
 
 Bound Variables are runtime arguments: one capture replays for every value. Their values come from the call's
@@ -91,8 +93,8 @@ def _tensors_in(args: tuple, kwargs: dict) -> list[Any]:
   return [p for t in ts for p in ([Tensor(u) for u in t.uop.src[0].src] if t.uop.op is Ops.UNSHARD else [t])]
 
 class TinyJit(Generic[R]):
-  def __init__(self, fxn: Callable[..., R]):
-    self.fxn = fxn
+  def __init__(self, fxn: Callable[..., R], capture_first: bool = False):
+    self.fxn, self.capture_first = fxn, capture_first
     self.cnt = 0
     self.captured: list[tuple[Any, list[Buffer], dict[str, int]]] | None = None
     self.input_sig: list[tuple] = []
@@ -109,7 +111,7 @@ class TinyJit(Generic[R]):
     from tg_core.tensor import Tensor
     inputs = _tensors_in(args, kwargs)
     for t in inputs: t.realize()
-    if not JIT or self.cnt == 0:
+    if not JIT or (self.cnt == 0 and not self.capture_first):
       self.cnt += 1
       ret = self.fxn(*args, **kwargs)
       _realize_ret(ret)
@@ -123,7 +125,7 @@ class TinyJit(Generic[R]):
       return _fresh(self.ret, Tensor, binds)
     sig = [(_view_signature(t.uop), t.dtype, t.device) for t in inputs]
     binds = _call_binds(args, kwargs, inputs)
-    if self.cnt == 1:
+    if self.cnt <= 1:
       _free_caches({t.device for t in inputs if isinstance(t.device, str)})  # what the first call left cached: the capture's peak starts bare
       capturing.append(cap := Capture())
       try:
@@ -135,7 +137,7 @@ class TinyJit(Generic[R]):
       self.input_sig, self.input_bufs = sig, [_input_buffer(t) for t in inputs]
       self.captured = _plan_captured(cap, self.input_bufs)
       self.ret = ret
-      self.cnt += 1
+      self.cnt = 2
       if DEBUG >= 1: print(f"JIT captured {len(self.captured)} kernels with {len(inputs)} inputs")
       return ret
     if sig != self.input_sig: raise JitError(f"jitted function called with inputs {sig}, captured with {self.input_sig}; call .reset() to recapture")

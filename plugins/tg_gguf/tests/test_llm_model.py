@@ -207,8 +207,13 @@ def test_long_prefill_chunk_random_model(tmp_path: pathlib.Path):
   ids = np.random.default_rng(3).integers(3, 256, n + 9).tolist()
   with torch.no_grad(): ref = hf(torch.tensor([ids])).logits[0].numpy()
   np.testing.assert_allclose(llm.prefill(ids[:n], 0), ref[n - 1], atol=1e-4, rtol=1e-4)
-  assert llm._prefills[PREFILL_LONG_CHUNK][0].cnt == 1 and llm._prefills[PREFILL_CHUNK][0].cnt == 0
+  long_jit, short_jit = llm._prefills[PREFILL_LONG_CHUNK][0], llm._prefills[PREFILL_CHUNK][0]
+  assert long_jit.captured is not None and short_jit.cnt == 0  # the long chunk ran (and was captured), the short one not
   np.testing.assert_allclose(llm.prefill(ids[n:], n), ref[-1], atol=1e-4, rtol=1e-4)
+  # again: both chunks now replay their captures (captured at their first call)
+  np.testing.assert_allclose(llm.prefill(ids[:n], 0), ref[n - 1], atol=1e-4, rtol=1e-4)
+  np.testing.assert_allclose(llm.prefill(ids[n:], n), ref[-1], atol=1e-4, rtol=1e-4)
+  assert long_jit.cnt == short_jit.cnt == 3
 
 # *** sampling, against transformers' logits processors ***
 

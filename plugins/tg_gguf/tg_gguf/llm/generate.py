@@ -90,17 +90,23 @@ class GGUFLLM:
     self.finish_reason = "stop"  # why the last stream ended: "stop" (EOS, a stop string) or "length"
     self.cached: list[int] = []  # the ids whose keys and values the cache holds, from position 0
     cache_len = model.max_context
-    # chunk size -> (its step's TinyJit, start_pos, index of the last real token); a long chunk only where the cache holds one
-    self._prefills = {size: (TinyJit(self._step), Variable("start_pos", 0, cache_len - size), Variable("last", 0, size - 1))
+    # chunk size -> (its step's TinyJit, start_pos, index of the last real token); a long chunk only where the cache holds one.
+    # Captured at their first call (the model's weights, cache and tables are realized at load): an eagerly run first call makes
+    # a user's second prompt the capture, a Python trace of the whole step (SmolLM2, 128 tokens: ~0.8 s of CPU) on top of the
+    # kernels, which the CPU runtime runs single-threaded while it times their first runs
+    self._prefills = {size: (TinyJit(self._step, capture_first=True), Variable("start_pos", 0, cache_len - size), Variable("last", 0, size - 1))
                       for size in (PREFILL_CHUNK, PREFILL_LONG_CHUNK) if size <= cache_len}
     # a prefill chunk's step returns the residual row at `last`; the logits of the last chunk's come from `_head_jit` (the
     # output matrix is the largest: Gemma 3's 262144 x 640, a matvec that the earlier chunks of a long prompt skip)
-    self._head_jit = TinyJit(self._head)
+    self._head_jit = TinyJit(self._head, capture_first=True)
     self._sp_decode = Variable("start_pos", 0, cache_len - 1)
     self._decode_jit = TinyJit(self._step)
 
   def _step(self, rows: Tensor, start_pos: Any, last: Any = None) -> Tensor:
-    return self.model.forward(self.model.embed(rows), start_pos, last, logits=last is None).realize()
+    out = self.model.forward(self.model.embed(rows), start_pos, last, logits=last is None)
+    # a prefill chunk's row copied out of the chunk's residual: `_head_jit` then takes the same (1, 1, dim) buffer from every chunk
+    # size (a view of the chunk's rows has the chunk's shape: the head captured for one size refused the other's)
+    return (out if last is None else out.contiguous()).realize()
 
   def _head(self, row: Tensor) -> Tensor: return self.model.head(row).realize()
 

@@ -522,8 +522,10 @@ class Transformer:
     ok_c = t.reshape(1, T) <= t.reshape(T, 1)
     if cfg.is_sliding(i) and T > cfg.sliding_window: ok_c = ok_c & (t.reshape(1, T) > t.reshape(T, 1) - cfg.sliding_window)
     # the raw products realized in the matmul's own layout (masking them in its store slows it 3x); the mask is redone by
-    # the two consumers of each score, the max and the exp
-    raw_c = (qg @ k.transpose(-1, -2)).contiguous().reshape(B, KV, G, T, T)
+    # the two consumers of each score, the max and the exp. The keys transposed into a (KV, D, T) copy first: the matmul reads
+    # its B operand along the output axis it tiles, which in k's (T, D) layout is D floats apart (SmolLM2, T=128, CPU time a
+    # layer: 0.60 -> 0.38 + 0.06 ms for the copy; Gemma 3: 1.49 -> 1.08 + 0.07)
+    raw_c = (qg @ k.transpose(-1, -2).contiguous()).contiguous().reshape(B, KV, G, T, T)
     s_c = ok_c.where(raw_c * cfg.attn_scale, float("-inf"))
     # the cache's keys before the chunk: all of them precede every query; the sliding window masks the old ones
     cache = self.caches[i]
@@ -538,8 +540,11 @@ class Transformer:
     m = s_c.max(-1, keepdim=True).maximum(s_p.max(-1, keepdim=True)).contiguous()
     e_c = (s_c - m).exp().contiguous().reshape(B, KV, G * T, T)
     e_p = (s_p - m).exp().contiguous().reshape(B, KV, G * T, start_pos)
-    num = e_c @ v + e_p @ vals
-    attn = (num / (e_c.sum(-1, keepdim=True) + e_p.sum(-1, keepdim=True))).contiguous()  # (1, KV, G*T, D)
+    # the row sums, and the chunk's product e_c @ v, each in a kernel of their own: in one kernel with the past's product and
+    # the division, the sums were redone for each of the D outputs of a row and the product was not tiled as a matmul (SmolLM2,
+    # T=128, CPU time a layer: 0.97 -> 0.36 + 0.06 ms for the sums + 0.02 for the rest; Gemma 3: 1.87 -> 1.22 + 0.04)
+    den = (e_c.sum(-1, keepdim=True) + e_p.sum(-1, keepdim=True)).contiguous()
+    attn = (((e_c @ v).contiguous() + e_p @ vals) / den).contiguous()  # (1, KV, G*T, D)
     return attn.reshape(B, H, T, D).transpose(1, 2).reshape(B, T, H * D)
 
   def ffn(self, i: int, x: Tensor) -> Tensor:
