@@ -64,7 +64,8 @@ print(best[1] / best[0])
 """
 
 def ab_ratio(fmt: str, rows: int, cols: int, runs: int, env: dict[str, str]) -> float:
-  return run_py("import numpy as np\n" + BLOCKS.replace("FMT", repr(fmt)).replace("ROWS", str(rows)).replace("COLS", str(cols)) + AB.replace("RUNS", str(runs)), env)
+  blocks = BLOCKS.replace("FMT", repr(fmt)).replace("ROWS", str(rows)).replace("COLS", str(cols))
+  return run_py("import numpy as np\n" + blocks + AB.replace("RUNS", str(runs)), env)
 
 def tg_time(fmt: str, rows: int, cols: int, runs: int, env: dict[str, str], expr: str = "Transformer.matvec(tx, wb, fz)") -> float:
   code = TG_KERNEL_TIMER + BLOCKS.replace("FMT", repr(fmt)).replace("ROWS", str(rows)).replace("COLS", str(cols))

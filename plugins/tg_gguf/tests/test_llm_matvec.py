@@ -78,8 +78,7 @@ def _base_bytes(t: Tensor) -> np.ndarray:
   from tg_core.engine.realize import buffer_of
   return np.frombuffer(buffer_of(t.uop.base).as_buffer(), dtype=np.uint8)
 
-@pytest.mark.parametrize("name,rows", [("Q4_0", 16), ("Q4_1", 40), ("Q8_0", 32), ("Q4_1", 12), ("Q5_0", 24), ("Q5_0", 12), ("Q6_K", 24),
-                                       ("Q4_K", 16)])
+@pytest.mark.parametrize("name,rows", [("Q4_0", 16), ("Q4_1", 40), ("Q8_0", 32), ("Q4_1", 12), ("Q5_0", 24), ("Q5_0", 12), ("Q6_K", 24)])
 def test_factored_matvec_matches_gguf_py(name: str, rows: int):
   """The decode step's factored matvec (per group: scale * sum(q * x) + min * sum(x)): the products in one kernel that runs the
   interleaved rows in the vector lanes (rows a multiple of ROW_LANES) with the group sums inside it, the sums of x in another."""
@@ -100,7 +99,7 @@ def test_factored_matvec_matches_gguf_py(name: str, rows: int):
   ref = gq.dequantize(raw, Q[name]).reshape(rows, cols).astype(np.float64) @ x.reshape(cols).astype(np.float64)
   np.testing.assert_allclose(y.numpy().reshape(rows), ref, rtol=1e-4, atol=1e-5 * float(np.abs(ref).max()))
 
-@pytest.mark.parametrize("name", ["Q4_0", "Q4_1", "Q8_0", "Q5_0", "Q6_K", "Q4_K"])
+@pytest.mark.parametrize("name", ["Q4_0", "Q4_1", "Q8_0", "Q5_0", "Q6_K"])
 def test_factored_decode_is_the_dequantized_value(name: str):
   """scale * q + min of quants.FACTORED equals gguf-py's dequantized blocks (exactly: each term is one rounding of the same value),
   q's elements in FACTORED_ORDER's order where it has one. Q6_K's is d * (sc * (q - 32)), one rounding where ggml's (d * sc) *

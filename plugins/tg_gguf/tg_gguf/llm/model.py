@@ -259,7 +259,8 @@ class EmbeddingRows:
     return out.reshape(len(ids), self.row_blocks, self.info.format.block_bytes)
 
 def computed(x: Tensor) -> Tensor:
-  """x computed into a buffer of its own, unless it is a view of one: a decode matvec's input. Fused into the matvec's loads a
+  """x computed into a buffer of its own, unless it is one or a view of one (a second CONTIGUOUS would be a copy kernel): a
+  decode matvec's input, a realized product. Fused into the matvec's loads a
   norm is redone for each vector of rows (Gemma 3's gate+up, whose input is two norms and the residual add: 1376 -> 949 us a layer
   on one core, for a 15 us kernel)."""
   return x if x.uop.base.op in (Ops.CONTIGUOUS, Ops.BUFFER) else x.contiguous()
@@ -367,24 +368,26 @@ class Transformer:
     xr = x.reshape(*lead, 1, *fz.q.shape[1:])
     dots = (xr * fz.q).sum(-1, keepdim=True) * fz.scale
     if fz.min is not None: dots = dots + xr.sum(-1, keepdim=True) * fz.min
-    return dots.sum((-3, -2, -1))
+    # a realize point: where the consumer broadcasts the product (a norm), the scheduler would realize the group sums in a kernel
+    # of their own (Gemma 3's ffn_down: 2 kernels, the second reading the blocks again for the scales)
+    return dots.sum((-3, -2, -1)).contiguous()
 
   def linears(self, x: Tensor, names: tuple[str, ...]) -> list[Tensor]:
     """[linear(x, n) for n in names], realized: the members of a fused group (Weights.fused) come from one kernel."""
     out: list[Tensor] = []
-    if x.shape[-2] == 1: x = computed(x)  # once for all of them
+    if x.shape[-2] == 1: x = computed(x).realize()  # realized: computed once for all of them
     while len(out) < len(names):
       name = names[len(out)]
       if (fz := self.w.fused.get(name)) is not None and fz[0] == names[len(out):len(out) + len(fz[0])]:
         # realized here: its parts' consumers are scheduled apart
-        y = (self.matvec(x, fz[1], self.w.fused_factored.get(name)) if x.shape[-2] == 1 else self.prefill_matmul(x, fz[1])).contiguous().realize()
+        y = computed(self.matvec(x, fz[1], self.w.fused_factored.get(name)) if x.shape[-2] == 1 else self.prefill_matmul(x, fz[1])).realize()
         start = 0
         for n in fz[0]:
           rows = self.w.f.tensors[n].shape[0]
           part = y[..., start:start + rows]
           out.append(part + self.bias[b] if (b := n.replace(".weight", ".bias")) in self.bias else part)
           start += rows
-      else: out.append(self.linear(x, name).contiguous().realize())
+      else: out.append(computed(self.linear(x, name)).realize())
     return out
 
   def attention(self, i: int, x: Tensor, start_pos: int | UOp, T: int) -> Tensor:
@@ -393,10 +396,10 @@ class Transformer:
     q, k, v = self.linears(x, (p + "attn_q.weight", p + "attn_k.weight", p + "attn_v.weight"))
     q, k, v = q.reshape(B, T, H, D).transpose(1, 2), k.reshape(B, T, KV, D).transpose(1, 2), v.reshape(B, T, KV, D).transpose(1, 2)
     if cfg.qk_norm and T == 1:
-      # decode: the heads' norm factors realized first (two small kernels, one per part of the cat). Fused into the RoPE kernels
-      # (q's, the cache write's) each factor was recomputed for every element of its head (Gemma 3 270M, thread clock: 73 + 132
-      # us a layer, vs 16 + 16 and 2 x 17 for the factors)
-      inv = (q.square().mean(-1, keepdim=True).cat(k.square().mean(-1, keepdim=True), dim=1) + cfg.norm_eps).rsqrt().contiguous()
+      # decode: the heads' norm factors realized first, one small kernel over q's and k's heads (unrealized, the cache write and
+      # q's RoPE each computed them again). Fused into the RoPE kernels (q's, the cache write's) each factor was recomputed for
+      # every element of its head (Gemma 3 270M, thread clock: 73 + 132 us a layer, vs 16 + 16 and 2 x 17 for the factors)
+      inv = (q.cat(k, dim=1).square().mean(-1, keepdim=True) + cfg.norm_eps).rsqrt().contiguous().realize()
       q, k = q * inv[:, :H] * self.w[p + "attn_q_norm.weight"], k * inv[:, H:] * self.w[p + "attn_k_norm.weight"]
     elif cfg.qk_norm:
       q = rms_norm(q, self.w[p + "attn_q_norm.weight"], cfg.norm_eps)
