@@ -368,9 +368,7 @@ class Transformer:
     xr = x.reshape(*lead, 1, *fz.q.shape[1:])
     dots = (xr * fz.q).sum(-1, keepdim=True) * fz.scale
     if fz.min is not None: dots = dots + xr.sum(-1, keepdim=True) * fz.min
-    # a realize point: where the consumer broadcasts the product (a norm), the scheduler would realize the group sums in a kernel
-    # of their own (Gemma 3's ffn_down: 2 kernels, the second reading the blocks again for the scales)
-    return dots.sum((-3, -2, -1)).contiguous()
+    return dots.sum((-3, -2, -1))
 
   def linears(self, x: Tensor, names: tuple[str, ...]) -> list[Tensor]:
     """[linear(x, n) for n in names], realized: the members of a fused group (Weights.fused) come from one kernel."""
@@ -505,6 +503,9 @@ class Transformer:
       # each recompute it from the attention's output, an add per element (Gemma 3: its post-attention norm fuses into them)
       x = x + h if T == 1 else (x + h).realize()
       h = self.ffn(i, rms_norm(x, self.w[p + "ffn_norm.weight"], cfg.norm_eps))
+      # decode: realized as the attention's output is; under the post-FFN norm, which broadcasts it, the scheduler would realize
+      # a factored matvec's group sums in a kernel of their own (Gemma 3's ffn_down: 2 kernels, the second reading the blocks again)
+      if T == 1: h = h.realize()
       if cfg.post_norms: h = rms_norm(h, self.w[p + "post_ffw_norm.weight"], cfg.norm_eps)
       x = (x + h).realize()  # the residual stream is realized: else each consumer (norm reduce, matmuls) recomputes what made it
     last = T - 1 if last is None else last
