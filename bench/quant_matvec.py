@@ -6,7 +6,9 @@ packed/fp32 bytes (Q4_1: 0.16x) of sgemv's. The weights are random blocks with s
 the tg side is the decode step's own expression: Transformer.dot_matvec for the integer-dot formats (quants.DOT: x quantized to
 int8 per block, its kernel included in the time), else Transformer.matvec (the factored form where the format has one,
 quants.FACTORED). The "float" column is the float matvec (factored or dequantized, Transformer.matvec) for comparison.
-Run: DEV=CPU .venv/bin/python bench/quant_matvec.py [--threads N] [--only Q4_1,...]"""
+--ab adds "fz/bl": the dequantized-view matvec's time (Transformer._matvec) over the factored one's, both kernels' runners
+called alternately in one process, each timed by that thread's CPU time (robust on a shared machine; run it with --threads 1).
+Run: DEV=CPU .venv/bin/python bench/quant_matvec.py [--threads N] [--only Q4_1,...] [--ab]"""
 from __future__ import annotations
 import argparse
 
@@ -51,6 +53,28 @@ if dz is not None:  # x's int8 rounding: ~0.5% of the largest output
 decode = (lambda: Transformer.dot_matvec(tx, dz)) if dz is not None else (lambda: Transformer.matvec(tx, wb, fz))
 """
 
+# the factored and blocked matvecs' captured kernels called alternately: the best thread CPU time of each, blocked / factored
+AB = """
+import time
+from tg_core.engine.jit import TinyJit
+def captured(f):
+  j = TinyJit(lambda t: f(t).contiguous().realize())
+  for _ in range(3): j(tx)
+  return j.captured
+caps = [captured(lambda t: Transformer.matvec(t, wb, fz)), captured(lambda t: Transformer._matvec(t, wb))]
+best = [float("inf")] * 2
+for _ in range(RUNS):
+  for i, cap in enumerate(caps):
+    st = time.thread_time()
+    for runner, bufs, vals in cap: runner(bufs, vals, wait=True)
+    best[i] = min(best[i], time.thread_time() - st)
+print(best[1] / best[0])
+"""
+
+def ab_ratio(fmt: str, rows: int, cols: int, runs: int, env: dict[str, str]) -> float:
+  blocks = BLOCKS.replace("FMT", repr(fmt)).replace("ROWS", str(rows)).replace("COLS", str(cols))
+  return run_py("import numpy as np\n" + blocks + AB.replace("RUNS", str(runs)), env)
+
 def tg_time(fmt: str, rows: int, cols: int, runs: int, env: dict[str, str], expr: str = "decode()") -> float:
   code = TG_KERNEL_TIMER + BLOCKS.replace("FMT", repr(fmt)).replace("ROWS", str(rows)).replace("COLS", str(cols))
   return run_py(code + f"print(tg_time(lambda: {expr}, {runs}))", env)
@@ -67,6 +91,7 @@ def main() -> None:
   ap.add_argument("--threads", type=int, default=2)
   ap.add_argument("--runs", type=int, default=20)
   ap.add_argument("--only", default="", help="comma-separated formats (default: all)")
+  ap.add_argument("--ab", action="store_true", help="also the blocked/factored ratio, alternated in one process, thread CPU time")
   args = ap.parse_args()
   import gguf
   env = {"NUM_CPU_THREADS": str(args.threads)}
@@ -74,7 +99,7 @@ def main() -> None:
   np_env = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
   print(f"{cpu_model()}, tg on {args.threads} threads, numpy on 1")
   print(f"{'format':6s} {'rows x cols':>13s} {'MB':>7s} {'tg us':>9s} {'tg GB/s':>8s} {'np fp32 us':>10s} {'np GB/s':>8s} {'ratio':>6s} "
-        f"{'float us':>10s}  what")
+        f"{'float us':>10s}{' fz/bl' if args.ab else ''}  what")
   only = set(args.only.split(",")) if args.only else None
   for fmt, rows, cols, what in SHAPES:
     if only and fmt not in only: continue
@@ -83,8 +108,9 @@ def main() -> None:
     t_tg, t_np = tg_time(fmt, rows, cols, args.runs, env), np_time(rows, cols, args.runs, np_env)
     t_bl = tg_time(fmt, rows, cols, args.runs, env, "Transformer.matvec(tx, wb, fz)")
     g_tg, g_np = packed / t_tg / 1e9, rows * cols * 4 / t_np / 1e9
+    ab = f" {ab_ratio(fmt, rows, cols, args.runs * 10, env):5.2f}" if args.ab else ""
     print(f"{fmt:6s} {f'{rows}x{cols}':>13s} {packed / 1e6:7.2f} {t_tg * 1e6:9.1f} {g_tg:8.2f} {t_np * 1e6:10.1f} {g_np:8.2f} {g_tg / g_np:6.2f} "
-          f"{t_bl * 1e6:10.1f}  {what}",
+          f"{t_bl * 1e6:10.1f}{ab}  {what}",
           flush=True)
 
 if __name__ == "__main__": main()

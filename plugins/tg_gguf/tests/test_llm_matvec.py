@@ -78,7 +78,7 @@ def _base_bytes(t: Tensor) -> np.ndarray:
   from tg_core.engine.realize import buffer_of
   return np.frombuffer(buffer_of(t.uop.base).as_buffer(), dtype=np.uint8)
 
-@pytest.mark.parametrize("name,rows", [("Q4_0", 16), ("Q4_1", 40), ("Q8_0", 32), ("Q4_1", 12)])
+@pytest.mark.parametrize("name,rows", [("Q4_0", 16), ("Q4_1", 40), ("Q8_0", 32), ("Q4_1", 12), ("Q5_0", 24), ("Q5_0", 12), ("Q6_K", 24)])
 def test_factored_matvec_matches_gguf_py(name: str, rows: int):
   """The decode step's factored matvec (per group: scale * sum(q * x) + min * sum(x)): the products in one kernel that runs the
   interleaved rows in the vector lanes (rows a multiple of ROW_LANES) with the group sums inside it, the sums of x in another."""
@@ -87,7 +87,7 @@ def test_factored_matvec_matches_gguf_py(name: str, rows: int):
   fmt = format_for(BY_NAME[name].id)
   packed = Weights._interleave(Tensor(raw, device="CPU").realize(), rows)
   fz = Weights._factored(packed, fmt, rows, cols)
-  assert fz is not None and (fz.min is None) == (name == "Q8_0"), name
+  assert fz is not None and (fz.min is None) == (name in ("Q8_0", "Q5_0", "Q6_K")), name
   x = np.random.default_rng(3).standard_normal((1, 1, cols)).astype(np.float32)
   y = Transformer.matvec(Tensor(x, device="CPU"), Weights._blocked(packed, fmt, rows, cols), fz)
   items = y.schedule()
@@ -99,14 +99,19 @@ def test_factored_matvec_matches_gguf_py(name: str, rows: int):
   ref = gq.dequantize(raw, Q[name]).reshape(rows, cols).astype(np.float64) @ x.reshape(cols).astype(np.float64)
   np.testing.assert_allclose(y.numpy().reshape(rows), ref, rtol=1e-4, atol=1e-5 * float(np.abs(ref).max()))
 
-@pytest.mark.parametrize("name", ["Q4_0", "Q4_1", "Q8_0"])
+@pytest.mark.parametrize("name", ["Q4_0", "Q4_1", "Q8_0", "Q5_0", "Q6_K"])
 def test_factored_decode_is_the_dequantized_value(name: str):
-  """scale * q + min of quants.FACTORED equals gguf-py's dequantized blocks (exactly: each term is one rounding of the same value)."""
-  from tg_gguf.quants import FACTORED
+  """scale * q + min of quants.FACTORED equals gguf-py's dequantized blocks (exactly: each term is one rounding of the same value),
+  q's elements in FACTORED_ORDER's order where it has one. Q6_K's is d * (sc * (q - 32)), one rounding where ggml's (d * sc) *
+  (q - 32) has two: within 2 float32 ulps."""
+  from tg_gguf.quants import FACTORED, FACTORED_ORDER
   raw = _blocks(name, 8, 512)
   scale, q, mn = FACTORED[name](Tensor(raw, device="CPU"))
   got = (scale * q + mn if mn is not None else scale * q).numpy().reshape(raw.shape[0], -1)
-  np.testing.assert_array_equal(got, gq.dequantize(raw, Q[name]).reshape(raw.shape[0], -1))
+  want = gq.dequantize(raw, Q[name]).reshape(raw.shape[0], -1)
+  if (order := FACTORED_ORDER.get(name)) is not None: want = want.reshape(-1, *order[0]).transpose(0, *(1 + p for p in order[1])).reshape(want.shape)
+  if name == "Q6_K": np.testing.assert_allclose(got, want, rtol=2.5e-7, atol=0)
+  else: np.testing.assert_array_equal(got, want)
 
 def _q8_blocks(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
   """numpy's int8 quantization of x per 32-element block (llama.cpp's q8_1 for x): d = max|x| / 127, q = round(x / d)."""

@@ -356,10 +356,41 @@ def factored_q8_0(blocks: Tensor) -> tuple[Tensor, Tensor, Tensor | None]:
   x, n = _ints(blocks)
   return _f16(x, 0).reshape(n, 1, 1), _i8_f32(blocks, 2, 32).reshape(n, 1, 32), None
 
-# the formats whose factored matvec measured faster than the dequantized one (same process, alternated; Zen 3): Q4_1 3072x576
-# 1.19x, 576x1536 1.57x. Q4_K, Q5_0 and Q6_K factored the same way measured even (0.98-1.04x: their bit unpacking dominates) while
-# adding the kernel of the sums of x, so they keep the dequantized form
-FACTORED = {"Q4_0": factored_q4_0, "Q4_1": factored_q4_1, "Q8_0": factored_q8_0}
+def factored_q5_0(blocks: Tensor) -> tuple[Tensor, Tensor, Tensor | None]:
+  """Q5_0 with its elements in FACTORED_ORDER's order (pair L of qs bytes 2L, 2L+1: their 4 nibbles, low halves first), for a
+  matvec that unrolls each 4: every shift below is then an immediate, its cat's selects fold away, and each element costs a
+  nibble op, two for its 5th bit, a subtract, a conversion and a multiply-add. q - 16 = nibble - 16 * (1 - 5th bit): the
+  inverted qh word is shifted by 2L once per 4 elements (a table shift) and each bit moved to bit 4 with a fixed shift."""
+  x, n = _ints(blocks)
+  qs = _seg(x, 6, 16).reshape(n, 8, 1, 2)
+  nibbles = (qs & 15).cat(qs >> 4, dim=2)  # (n, L, half, k): element half * 16 + 2L + k
+  w = (_le(x, 2, 1, 4) ^ -1).reshape(n, 1) >> _const(tuple(range(0, 16, 2)), x.device).reshape(1, 8)
+  def bit4(at: int) -> Tensor: return (w << (4 - at) if at <= 4 else w >> (at - 4)).reshape(n, 8, 1, 1) & 16
+  high = Tensor.cat(*[bit4(16 * h).cat(bit4(16 * h + 1), dim=3) for h in (0, 1)], dim=2)
+  return _f16(x, 0).reshape(n, 1, 1), _f32(nibbles - high).reshape(n, 1, 32), None
+
+def factored_q6_k(blocks: Tensor) -> tuple[Tensor, Tensor, Tensor | None]:
+  """Q6_K with its elements in FACTORED_ORDER's order: the 4 elements that share a qh byte l (ql bytes l, l + 32 of the half,
+  element 32j + l, j = 0..3) adjacent, so a matvec that unrolls each 4 loads 3 bytes a lane for them and unpacks every 6-bit value
+  with immediate shifts. Their 4 int8 scales differ, so q carries them (sc * (q - 32), sc decoded once per 64 elements of a
+  half's 16-element run) and `scale` is the block's d: d * (sc * (q - 32)), where ggml computes (d * sc) * (q - 32)."""
+  x, n = _ints(blocks)
+  ql = _seg(x, 0, 128).reshape(n, 2, 2, 2, 16).permute(0, 1, 3, 4, 2).reshape(n, 2, 2, 16, 1, 2)  # (half, is, lm, ., j % 2)
+  nibbles = (ql & 15).cat(ql >> 4, dim=4).reshape(n, 2, 2, 16, 4)
+  qh = _seg(x, 128, 64).reshape(n, 2, 2, 16, 1)
+  high = Tensor.cat(*[(qh << (4 - 2 * j) if j < 2 else qh >> (2 * j - 4)) & 48 for j in range(4)], dim=4)
+  sc = _f32(_int8(_seg(x, 192, 16))).reshape(n, 2, 4, 2).permute(0, 1, 3, 2).reshape(n, 2, 2, 1, 4)
+  q = (_f32((nibbles | high) - 32) * sc).reshape(n, 4, 64)
+  return _f16(x, 208).reshape(n, 1, 1).expand(n, 4, 1), q, None
+
+# where a factored q's elements aren't in the block's order: the block's elements reshaped to [0] and permuted by [1] are q's
+FACTORED_ORDER: dict[str, tuple[tuple[int, ...], tuple[int, ...]]] = {"Q5_0": ((2, 8, 2), (1, 0, 2)), "Q6_K": ((2, 4, 2, 16), (0, 2, 3, 1))}
+
+# the formats whose factored matvec measured faster than the dequantized one (same process, alternated): Q4_0/Q4_1/Q8_0 with
+# the sums of x; Q5_0 and Q6_K reordered (FACTORED_ORDER) so their bits unpack with immediate shifts, no sums of x. Q4_K factored
+# gained less alone than the kernel its sums of x add, so it keeps the dequantized form. (The decode step reads Q4_0/Q4_1/Q8_0
+# through DOT below where the renderer has integer dot products.)
+FACTORED = {"Q4_0": factored_q4_0, "Q4_1": factored_q4_1, "Q8_0": factored_q8_0, "Q5_0": factored_q5_0, "Q6_K": factored_q6_k}
 
 # *** integer dot products (Tensor.dp4a): the decode step's matvec against x quantized to int8 per 32-element block ***
 # A block's dot product is then one int32 sum of byte products (4 per DP4A op) scaled once: d_w * d_x * isum (+ m_w * sum(x)),

@@ -22,7 +22,7 @@ from tg_core.uop import Ops
 from tg_core.uop.ops import UOp
 
 from tg_gguf.llm.api import LLMError
-from tg_gguf.quants import DOT, FACTORED, quantize_q8_blocks
+from tg_gguf.quants import DOT, FACTORED, FACTORED_ORDER, quantize_q8_blocks
 from tg_gguf.reader import GGUFFile, PLAIN_DTYPES, dequantize_blocks
 
 # GGML rope style per architecture (llama.cpp's LLM_ARCH -> rope type table)
@@ -123,10 +123,12 @@ FUSED_GROUPS = (("attn_q", "attn_k", "attn_v"), ("ffn_gate", "ffn_up"))
 @dataclass(frozen=True)
 class Factored:
   """A quantized matrix as value = scale * q + min per group of elements: scale, min (rows, blocks, groups, 1) (min None: 0),
-  q (rows, blocks, groups, group elems), views of the packed blocks (quants.FACTORED)."""
+  q (rows, blocks, groups, group elems), views of the packed blocks (quants.FACTORED); `order`: q's elements are the block's
+  reshaped to order[0] and permuted by order[1] (quants.FACTORED_ORDER), None: the block's order."""
   scale: Tensor
   q: Tensor
   min: Tensor | None
+  order: tuple[tuple[int, ...], tuple[int, ...]] | None = None
 
 @dataclass(frozen=True)
 class Dot:
@@ -177,7 +179,8 @@ class Weights:
           self.packed[n] = whole[start:start + f.tensors[n].n_blocks]
           r = f.tensors[n].shape[0]
           self.blocked[n] = fused[row:row + r]
-          if fz is not None: self.factored[n] = Factored(fz.scale[row:row + r], fz.q[row:row + r], fz.min[row:row + r] if fz.min is not None else None)
+          if fz is not None:
+            self.factored[n] = Factored(fz.scale[row:row + r], fz.q[row:row + r], fz.min[row:row + r] if fz.min is not None else None, fz.order)
           if dz is not None: self.dot[n] = tuple(z.rows(row, row + r) for z in dz)
           self.tensors[n] = self.blocked[n].reshape(r, cols)
           start, row = start + f.tensors[n].n_blocks, row + r
@@ -275,7 +278,7 @@ class Weights:
     scale, q, mn = f(packed)
     nb = cols // fmt.block_elems
     return Factored(scale.reshape(rows, nb, *scale.shape[1:]), q.reshape(rows, nb, *q.shape[1:]),
-                    mn.reshape(rows, nb, *mn.shape[1:]) if mn is not None else None)
+                    mn.reshape(rows, nb, *mn.shape[1:]) if mn is not None else None, FACTORED_ORDER.get(fmt.name))
 
   def _add(self, name: str, packed: Tensor) -> None:
     info = self.f.tensors[name]
@@ -311,6 +314,13 @@ class EmbeddingRows:
     if bad := [i for i in ids if not 0 <= i < self.n_rows]: raise LLMError(f"token id {bad[0]} is outside the vocabulary (0..{self.n_rows - 1})")
     out = np.stack([self._bytes(self.info.offset + i * self.row_bytes, self.row_bytes) for i in ids])
     return out.reshape(len(ids), self.row_blocks, self.info.format.block_bytes)
+
+def computed(x: Tensor) -> Tensor:
+  """x computed into a buffer of its own, unless it is one or a view of one (a second CONTIGUOUS would be a copy kernel): a
+  decode matvec's input, a realized product. Fused into the matvec's loads a
+  norm is redone for each vector of rows (Gemma 3's gate+up, whose input is two norms and the residual add: 1376 -> 949 us a layer
+  on one core, for a 15 us kernel)."""
+  return x if x.uop.base.op in (Ops.CONTIGUOUS, Ops.BUFFER) else x.contiguous()
 
 def rms_norm(x: Tensor, w: Tensor, eps: float) -> Tensor:
   return x * (x.square().mean(-1, keepdim=True) + eps).rsqrt() * w
@@ -372,7 +382,7 @@ class Transformer:
     kernel (half the time of a second kernel for them, Q4_1 1536x576)."""
     if (dz := self.w.dot.get(name)) is not None and x.shape[-2] == 1: y = self.dot_matvec(x, dz)
     elif (wb := self.w.blocked.get(name)) is not None:
-      y = self.matvec(x, wb, self.w.factored.get(name)) if x.shape[-2] == 1 else self.prefill_matmul(x, wb)
+      y = self.matvec(computed(x), wb, self.w.factored.get(name)) if x.shape[-2] == 1 else self.prefill_matmul(x, wb)
     else: y = x @ self.w[name].T
     return y + self.bias[b] if (b := name.replace(".weight", ".bias")) in self.bias else y
 
@@ -410,7 +420,10 @@ class Transformer:
     inner loop over a group's elements is a multiply-add per element (the dequantized form adds a multiply and an add); the group
     sums of x are a small kernel of their own. Otherwise the blocked dequantized view (_matvec)."""
     if fz is None: return Transformer._matvec(x, wb)
-    xr = x.reshape(*x.shape[:-1], 1, *fz.q.shape[1:])
+    lead = x.shape[:-1]
+    if fz.order is not None:  # x's elements in q's order
+      x = x.reshape(*lead, fz.q.shape[1], *fz.order[0]).permute(*range(len(lead) + 1), *(len(lead) + 1 + p for p in fz.order[1]))
+    xr = x.reshape(*lead, 1, *fz.q.shape[1:])
     dots = (xr * fz.q).sum(-1, keepdim=True) * fz.scale
     if fz.min is not None: dots = dots + xr.sum(-1, keepdim=True) * fz.min
     return dots.sum((-3, -2, -1))
@@ -434,20 +447,21 @@ class Transformer:
   def linears(self, x: Tensor, names: tuple[str, ...]) -> list[Tensor]:
     """[linear(x, n) for n in names], realized: the members of a fused group (Weights.fused) come from one kernel."""
     out: list[Tensor] = []
+    if x.shape[-2] == 1: x = computed(x).realize()  # realized: computed once for all of them
     while len(out) < len(names):
       name = names[len(out)]
       if (fz := self.w.fused.get(name)) is not None and fz[0] == names[len(out):len(out) + len(fz[0])]:
         # realized here: its parts' consumers are scheduled apart
         y = self.dot_matvec(x, dz) if x.shape[-2] == 1 and (dz := self.w.fused_dot.get(name)) is not None else \
           self.matvec(x, fz[1], self.w.fused_factored.get(name)) if x.shape[-2] == 1 else self.prefill_matmul(x, fz[1])
-        y = y.contiguous().realize()
+        y = computed(y).realize()
         start = 0
         for n in fz[0]:
           rows = self.w.f.tensors[n].shape[0]
           part = y[..., start:start + rows]
           out.append(part + self.bias[b] if (b := n.replace(".weight", ".bias")) in self.bias else part)
           start += rows
-      else: out.append(self.linear(x, name).contiguous().realize())
+      else: out.append(computed(self.linear(x, name)).realize())
     return out
 
   def attention(self, i: int, x: Tensor, start_pos: int | UOp, T: int) -> Tensor:
@@ -456,10 +470,10 @@ class Transformer:
     q, k, v = self.linears(x, (p + "attn_q.weight", p + "attn_k.weight", p + "attn_v.weight"))
     q, k, v = q.reshape(B, T, H, D).transpose(1, 2), k.reshape(B, T, KV, D).transpose(1, 2), v.reshape(B, T, KV, D).transpose(1, 2)
     if cfg.qk_norm and T == 1:
-      # decode: the heads' norm factors realized first (two small kernels, one per part of the cat). Fused into the RoPE kernels
-      # (q's, the cache write's) each factor was recomputed for every element of its head (Gemma 3 270M, thread clock: 73 + 132
-      # us a layer, vs 16 + 16 and 2 x 17 for the factors)
-      inv = (q.square().mean(-1, keepdim=True).cat(k.square().mean(-1, keepdim=True), dim=1) + cfg.norm_eps).rsqrt().contiguous()
+      # decode: the heads' norm factors realized first, one small kernel over q's and k's heads (unrealized, the cache write and
+      # q's RoPE each computed them again). Fused into the RoPE kernels (q's, the cache write's) each factor was recomputed for
+      # every element of its head (Gemma 3 270M, thread clock: 73 + 132 us a layer, vs 16 + 16 and 2 x 17 for the factors)
+      inv = (q.cat(k, dim=1).square().mean(-1, keepdim=True) + cfg.norm_eps).rsqrt().contiguous().realize()
       q, k = q * inv[:, :H] * self.w[p + "attn_q_norm.weight"], k * inv[:, H:] * self.w[p + "attn_k_norm.weight"]
     elif cfg.qk_norm:
       q = rms_norm(q, self.w[p + "attn_q_norm.weight"], cfg.norm_eps)
@@ -570,6 +584,9 @@ class Transformer:
       # each recompute it from the attention's output, an add per element (Gemma 3: its post-attention norm fuses into them)
       x = x + h if T == 1 else (x + h).realize()
       h = self.ffn(i, rms_norm(x, self.w[p + "ffn_norm.weight"], cfg.norm_eps))
+      # decode: realized as the attention's output is; under the post-FFN norm, which broadcasts it, the scheduler would realize
+      # a factored matvec's group sums in a kernel of their own (Gemma 3's ffn_down: 2 kernels, the second reading the blocks again)
+      if T == 1: h = h.realize()
       if cfg.post_norms: h = rms_norm(h, self.w[p + "post_ffw_norm.weight"], cfg.norm_eps)
       x = (x + h).realize()  # the residual stream is realized: else each consumer (norm reduce, matmuls) recomputes what made it
     last = T - 1 if last is None else last
