@@ -9,7 +9,8 @@ pairs (2i, 2i+1)); gemma3 and qwen2 keep HF's layout and rotate halves (GGML "ne
 from __future__ import annotations
 import math
 from dataclasses import dataclass
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -23,6 +24,8 @@ from tg_core.uop.ops import UOp
 from tg_gguf.llm.api import LLMError
 from tg_gguf.quants import FACTORED
 from tg_gguf.reader import GGUFFile, PLAIN_DTYPES, dequantize_blocks
+
+V = TypeVar("V")
 
 # GGML rope style per architecture (llama.cpp's LLM_ARCH -> rope type table)
 ROPE_INTERLEAVED = {"llama": True, "gemma3": False, "qwen2": False}
@@ -111,46 +114,84 @@ class Factored:
   q: Tensor
   min: Tensor | None
 
+class LazyViews(Mapping[str, V]):
+  """name -> a view of the realized packed blocks, built by `make` at each lookup. The views' UOp graphs (a dequantize is ~70
+  UOps a matrix, ~0.5 KB each) then live only while a trace uses them: held for the whole run they were ~10k UOps, ~5 MB of
+  SmolLM2's resident memory, for graphs only a TinyJit's first two calls read (hash-consing makes a rebuilt view the same UOps)."""
+  def __init__(self, make: Callable[[str], V], names: list[str]):
+    self._make, self._names = make, dict.fromkeys(names)
+  def __getitem__(self, name: str) -> V:
+    if name not in self._names: raise KeyError(name)
+    return self._make(name)
+  def __contains__(self, name: object) -> bool: return name in self._names
+  def __iter__(self) -> Iterator[str]: return iter(self._names)
+  def __len__(self) -> int: return len(self._names)
+
 class Weights:
   """The model's tensors on `device`: plain ones (F32, F16) copied as they are, quantized ones as realized packed blocks viewed
   through their dequantize ops (the consumer's kernel decodes them). The quantized matrices of a FUSED_GROUPS group that share a
   format are realized as one buffer, their rows concatenated (`fused`): one kernel computes all their products. Each member's
-  `packed`/`tensors`/`blocked` entry is then a view of that buffer (the bytes are held once)."""
+  `packed`/`tensors`/`blocked` entry is then a view of that buffer (the bytes are held once). Only the packed blocks are held:
+  every dequantized view (`tensors`, `blocked`, `fused`, `factored`, `fused_factored`) is a LazyViews, built when looked up."""
   def __init__(self, f: GGUFFile, device: str, progress: Any = None):
     self.f, self.device = f, device
     self.packed: dict[str, Tensor] = {}
-    self.tensors: dict[str, Tensor] = {}
-    self.blocked: dict[str, Tensor] = {}  # quantized matrices as (rows, blocks per row, scale groups, group elems): Transformer.linear
-    self.fused: dict[str, tuple[tuple[str, ...], Tensor]] = {}  # first member -> (members, blocked rows of all of them)
-    # quantized matrices of a FACTORED format as (scale, q, min) views (Weights._factored): the decode step's matvec
-    self.factored: dict[str, Factored] = {}
-    self.fused_factored: dict[str, Factored] = {}  # first member of a fused group -> the factored view of all its rows
+    self.plain: dict[str, Tensor] = {}  # the F32/F16 tensors, as float32
+    # the packed blocks of each fused group (keyed by its first member) and each lone quantized matrix: (blocks, format, rows, cols)
+    self._mats: dict[str, tuple[Tensor, Any, int, int]] = {}
+    self._rows: dict[str, tuple[str, int, int]] = {}  # quantized matrix -> (its key in _mats, first row there, rows)
+    self.members: dict[str, tuple[str, ...]] = {}  # first member of a fused group -> the members, in row order
     groups = self._groups()
     for i, name in enumerate(f.tensors):
       info = f.tensors[name]
       if info.format.dequantize in PLAIN_DTYPES:
-        self.tensors[name] = f.read_plain(name, device).cast(dtypes.float32).contiguous().realize()
+        self.plain[name] = f.read_plain(name, device).cast(dtypes.float32).contiguous().realize()
       elif name in groups:
         members = groups[name]
         fmt, rows, cols = info.format, sum(f.tensors[n].shape[0] for n in members), info.shape[1]
         whole = self._read_interleaved(members, rows)
-        fused = self._blocked(whole, fmt, rows, cols)
-        self.fused[members[0]] = (members, fused)
-        if (fz := self._factored(whole, fmt, rows, cols)) is not None: self.fused_factored[members[0]] = fz
-        # each member's views are row ranges of the group's dequantize graph: one graph per group (~70 UOps a weight, ~0.5 KB each)
+        self._mats[name], self.members[name] = (whole, fmt, rows, cols), members
         start, row = 0, 0
         for n in members:
           self.packed[n] = whole[start:start + f.tensors[n].n_blocks]
-          r = f.tensors[n].shape[0]
-          self.blocked[n] = fused[row:row + r]
-          if fz is not None: self.factored[n] = Factored(fz.scale[row:row + r], fz.q[row:row + r], fz.min[row:row + r] if fz.min is not None else None)
-          self.tensors[n] = self.blocked[n].reshape(r, cols)
-          start, row = start + f.tensors[n].n_blocks, row + r
+          self._rows[n] = (name, row, f.tensors[n].shape[0])
+          start, row = start + f.tensors[n].n_blocks, row + f.tensors[n].shape[0]
       elif name not in self.packed:
-        self._add(name, self._read_interleaved((name,), info.shape[0]) if len(info.shape) == 2 else f.read_raw(name, device))
+        if len(info.shape) == 2:
+          self.packed[name] = self._read_interleaved((name,), info.shape[0])
+          self._mats[name], self._rows[name] = (self.packed[name], info.format, *info.shape), (name, 0, info.shape[0])
+        else: self.packed[name] = f.read_raw(name, device)
       if progress is not None: progress(i + 1, len(f.tensors))
     # what loading freed (a copy a plain tensor's cast made) stays in the allocator's reuse cache: give that memory back
     if isinstance(al := Device[device].allocator, LRUAllocator): al.free_cache()
+    factored = [n for n in self._rows if self._mats[self._rows[n][0]][1].name in FACTORED]
+    self.tensors: LazyViews[Tensor] = LazyViews(self._tensor, list(f.tensors))
+    # quantized matrices as (rows, blocks per row, scale groups, group elems): Transformer.linear
+    self.blocked: LazyViews[Tensor] = LazyViews(self._blocked_rows, list(self._rows))
+    # first member -> (members, blocked rows of all of them)
+    self.fused: LazyViews[tuple[tuple[str, ...], Tensor]] = LazyViews(lambda n: (self.members[n], self._blocked(*self._mats[n])), list(self.members))
+    # quantized matrices of a FACTORED format as (scale, q, min) views (Weights._factored): the decode step's matvec
+    self.factored: LazyViews[Factored] = LazyViews(self._factored_rows, factored)
+    # first member of a fused group -> the factored view of all its rows
+    self.fused_factored: LazyViews[Factored] = LazyViews(lambda n: self._factored(*self._mats[n]), [n for n in self.members if n in factored])
+
+  def _tensor(self, name: str) -> Tensor:
+    if (t := self.plain.get(name)) is not None: return t
+    info = self.f.tensors[name]
+    if name in self._rows: return self._blocked_rows(name).reshape(info.shape)
+    return dequantize_blocks(self.packed[name], info.format).reshape(info.shape)
+
+  def _blocked_rows(self, name: str) -> Tensor:
+    key, row, r = self._rows[name]
+    whole = self._blocked(*self._mats[key])
+    return whole if r == whole.shape[0] else whole[row:row + r]
+
+  def _factored_rows(self, name: str) -> Factored:
+    key, row, r = self._rows[name]
+    fz = self._factored(*self._mats[key])
+    assert fz is not None
+    if r == fz.q.shape[0]: return fz
+    return Factored(fz.scale[row:row + r], fz.q[row:row + r], fz.min[row:row + r] if fz.min is not None else None)
 
   def _groups(self) -> dict[str, tuple[str, ...]]:
     """The first tensor of each fusable group -> the names of the members that share its format and row length, in row order."""
@@ -219,15 +260,6 @@ class Weights:
     nb = cols // fmt.block_elems
     return Factored(scale.reshape(rows, nb, *scale.shape[1:]), q.reshape(rows, nb, *q.shape[1:]),
                     mn.reshape(rows, nb, *mn.shape[1:]) if mn is not None else None)
-
-  def _add(self, name: str, packed: Tensor) -> None:
-    info = self.f.tensors[name]
-    self.packed[name] = packed
-    deq = dequantize_blocks(packed, info.format)
-    self.tensors[name] = deq.reshape(info.shape)
-    if len(info.shape) == 2:
-      self.blocked[name] = self._blocked(packed, info.format, *info.shape)
-      if (fz := self._factored(packed, info.format, *info.shape)) is not None: self.factored[name] = fz
 
   def __contains__(self, name: str) -> bool: return name in self.tensors
   def __getitem__(self, name: str) -> Tensor:
