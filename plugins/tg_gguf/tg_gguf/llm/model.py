@@ -326,9 +326,10 @@ class Transformer:
     self.embd = EmbeddingRows(weights.f, "token_embd.weight")
     self.bias = {n: weights[n] for n in weights.tensors if n.endswith(".bias")}
     # prefill_matmul's decoded weight: one float32 buffer, as large as the largest layer matrix, reused by every layer (a buffer per
-    # call would be one per matrix in the TinyJit capture: +650 MB for SmolLM2)
-    mats = [*(t for n, t in weights.blocked.items() if n.startswith("blk.")), *(wb for _, wb in weights.fused.values())]
-    self.scratch = Tensor.empty(max((t.numel() for t in mats), default=1), device=dev).contiguous().realize()
+    # call would be one per matrix in the TinyJit capture: +650 MB for SmolLM2). A fused group larger than it is decoded and
+    # multiplied in row pieces that fit (SmolLM2's gate+up, 3072x576: a 7.1 MB scratch -> 3.5, ffn_down's size)
+    shapes = [weights.f.tensors[n].shape for n in weights.blocked if n.startswith("blk.")]
+    self.scratch = Tensor.empty(max((max(r * c, PANEL * c) for r, c in shapes), default=1), device=dev).contiguous().realize()
 
   def embed_rows(self, ids: list[int]) -> Tensor:
     """The packed embedding rows of `ids` (gathered on the host from the mapped file), realized on the device."""
@@ -360,19 +361,25 @@ class Transformer:
     decode they are N floats apart, 576 pages a panel (TLB misses) and, for N a multiple of 1024, all in one L1 set (one Zen 3
     core, CPU time, fp32 matmul alone: 128x576x3072 37.5 -> 46.0 GFLOPS, 128x640x4096 42.5 -> 53.0, 128x1536x576 46.7 -> 50.8).
     The decode is realized before the matmul is built, and every caller realizes the product before the next decode overwrites
-    the buffer. x is made contiguous first: a norm fused into the matmul's loads is redone for every output column."""
+    the buffer. x is made contiguous first: a norm fused into the matmul's loads is redone for every output column. W larger than
+    the scratch (a fused group) is done in row pieces that fit it, each product realized before the next piece's decode."""
+    N, K = wb.shape[0], wb.numel() // wb.shape[0]
+    x = x if x.uop.op is Ops.CONTIGUOUS else x.contiguous()  # (a second CONTIGUOUS would be a copy kernel)
+    if N * K <= self.scratch.numel(): return x @ self._decoded(wb)
+    x, step = x.realize(), self.scratch.numel() // K // PANEL * PANEL  # x realized: read by every piece, computed once
+    return Tensor.cat(*[(x @ self._decoded(wb[r:r + step])).realize() for r in range(0, N, step)], dim=-1)
+
+  def _decoded(self, wb: Tensor) -> Tensor:
+    """W (N, K), a blocked quantized view, decoded into the scratch (realized) -> its (K, N) operand view (prefill_matmul)."""
     N, K = wb.shape[0], wb.numel() // wb.shape[0]
     if N % PANEL == 0:
       # written through the blocked shape (panel, block, scale group, element, panel column): the decode kernel's innermost loop
       # runs over a scale group's elements, so tg emits each block's scales (fp16 decoded with integer ops) once, outside it; a
       # flat (N * K) target was one loop that decoded both scales again for every 8 outputs (~75 instructions per 8 floats)
       self.scratch[:N * K].reshape(N // PANEL, *wb.shape[1:], PANEL).assign(wb.reshape(N // PANEL, PANEL, *wb.shape[1:]).permute(0, 2, 3, 4, 1)).realize()
-      b = self.scratch[:N * K].reshape(N // PANEL, K, PANEL).permute(1, 0, 2).reshape(K, N)
-    else:
-      self.scratch[:N * K].assign(wb.reshape(N, K).T.reshape(N * K)).realize()
-      b = self.scratch[:N * K].reshape(K, N)
-    x = x if x.uop.op is Ops.CONTIGUOUS else x.contiguous()  # (a second CONTIGUOUS would be a copy kernel)
-    return x @ b
+      return self.scratch[:N * K].reshape(N // PANEL, K, PANEL).permute(1, 0, 2).reshape(K, N)
+    self.scratch[:N * K].assign(wb.reshape(N, K).T.reshape(N * K)).realize()
+    return self.scratch[:N * K].reshape(K, N)
 
   @staticmethod
   def _matvec(x: Tensor, wb: Tensor) -> Tensor:
