@@ -7,7 +7,7 @@ import pytest
 from tg_core.codegen.dtype_emulation import EMULATABLE, emulated_dtypes, parse_emulated
 from tg_core.device import Renderer, RendererCaps
 from tg_core.dtype import DType, dtypes
-from tg_core.engine.realize import _runner_cache
+from tg_core.engine.realize import _runner_cache, linear_program
 from tg_core.helpers import Context
 from tg_core.tensor import Tensor
 
@@ -182,7 +182,7 @@ def _kernel(dt: DType, emulate: str) -> list:
   with Context(EMULATED_DTYPES=emulate, SPEC=1):  # SPEC: the programs pass spec_program
     t = Tensor(np.arange(6, dtype=np.float32)).cast(dt).realize()  # a kernel storing dt
     (t * 2 + 1).cast(dtypes.float32).realize()  # and one loading it
-  return [u for r in _runner_cache.values() for u in r.p.uops]
+    return [u for r in _runner_cache.values() for u in linear_program(r)]  # under the knob: a runner keeps no linear program
 
 @ALL
 def test_program_has_no_emulated_dtype(dt: DType) -> None:

@@ -31,7 +31,9 @@ class ProgramSpec:
   src: str
   device: str
   ast: UOp
-  uops: list[UOp]
+  # the linear program rendered to `src`; None in a CompiledRunner's spec, which drops it once compiled (a model's kernels kept
+  # ~5k UOps, MBs, that nothing reads after render): get_program(p.ast, renderer) under the same knobs re-derives it
+  uops: list[UOp] | None
   global_size: list[sint] = field(default_factory=lambda: [1, 1, 1])
   local_size: list[int] | None = None
   vars: list[UOp] = field(default_factory=list)

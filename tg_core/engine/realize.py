@@ -1,5 +1,6 @@
 """Realize: compile each scheduled kernel for its device (cached) and run the schedule on buffers."""
 from __future__ import annotations
+import dataclasses
 import time
 import weakref
 
@@ -33,6 +34,8 @@ class CompiledRunner:
     self.p = get_program(ast, dev.renderer, opts)
     self.lib = dev.compiler.compile_cached(self.p.src)
     self.prg = dev.runtime(device, self.p.name, self.lib)
+    self.p = dataclasses.replace(self.p, uops=None)  # compiled: the linear program is not read again (ProgramSpec.uops)
+    self.opts = opts  # BEAM's choice (None: the kernel's own or the heuristic's): with p.ast, what get_program re-derives it from
     self.compile_time = time.perf_counter() - st
     self.device = device
     gs = self.p.global_size
@@ -55,6 +58,14 @@ class CompiledRunner:
     vals, gs = self.launch_args(var_vals)
     if self.global_size is None and 0 in gs: return 0.0 if wait else None  # a Variable sized the grid to nothing: no work (GPUs refuse an empty launch)
     return self.prg(*[b._buf for b in bufs], global_size=gs, local_size=tuple(self.p.local_size or (1, 1, 1)), vals=vals, wait=wait)
+
+def linear_program(r: CompiledRunner) -> list[UOp]:
+  """The linear program `r` was rendered from, re-derived (a runner drops it once compiled, ProgramSpec.uops): the codegen knobs
+  (CODEGEN_KNOBS) must be as they were when `r` was made."""
+  from tg_core.codegen import get_program
+  uops = get_program(r.p.ast, Device[r.device].renderer, r.opts).uops
+  assert uops is not None
+  return uops
 
 _runner_cache: dict[tuple, CompiledRunner] = {}
 def get_runner(device: str, ast: UOp) -> CompiledRunner:

@@ -10,7 +10,8 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -24,6 +25,8 @@ from tg_core.uop.ops import UOp
 from tg_gguf.llm.api import LLMError
 from tg_gguf.quants import DOT, FACTORED, FACTORED_ORDER, quantize_q8_blocks
 from tg_gguf.reader import GGUFFile, PLAIN_DTYPES, dequantize_blocks
+
+V = TypeVar("V")
 
 # GGML rope style per architecture (llama.cpp's LLM_ARCH -> rope type table)
 ROPE_INTERLEAVED = {"llama": True, "gemma3": False, "qwen2": False}
@@ -144,53 +147,99 @@ class Dot:
   def rows(self, start: int, stop: int) -> Dot:
     return Dot(self.d[start:stop], tuple(p[start:stop] for p in self.q), self.min[start:stop] if self.min is not None else None, self.unit, self.index)
 
+class LazyViews(Mapping[str, V]):
+  """name -> a view of the realized packed blocks, built by `make` at each lookup. The views' UOp graphs (a dequantize is ~70
+  UOps a matrix, ~0.5 KB each) then live only while a trace uses them: held for the whole run they were ~10k UOps, ~5 MB of
+  SmolLM2's resident memory, for graphs only a TinyJit's first two calls read (hash-consing makes a rebuilt view the same UOps)."""
+  def __init__(self, make: Callable[[str], V], names: list[str]):
+    self._make, self._names = make, dict.fromkeys(names)
+  def __getitem__(self, name: str) -> V:
+    if name not in self._names: raise KeyError(name)
+    return self._make(name)
+  def __contains__(self, name: object) -> bool: return name in self._names
+  def __iter__(self) -> Iterator[str]: return iter(self._names)
+  def __len__(self) -> int: return len(self._names)
+
 class Weights:
   """The model's tensors on `device`: plain ones (F32, F16) copied as they are, quantized ones as realized packed blocks viewed
   through their dequantize ops (the consumer's kernel decodes them). The quantized matrices of a FUSED_GROUPS group that share a
   format are realized as one buffer, their rows concatenated (`fused`): one kernel computes all their products. Each member's
-  `packed`/`tensors`/`blocked` entry is then a view of that buffer (the bytes are held once)."""
+  `packed`/`tensors`/`blocked` entry is then a view of that buffer (the bytes are held once). Only the packed blocks are held:
+  every dequantized view (`tensors`, `blocked`, `fused`, `factored`, `fused_factored`) is a LazyViews, built when looked up."""
   def __init__(self, f: GGUFFile, device: str, progress: Any = None):
     self.f, self.device = f, device
     self.packed: dict[str, Tensor] = {}
-    self.tensors: dict[str, Tensor] = {}
-    self.blocked: dict[str, Tensor] = {}  # quantized matrices as (rows, blocks per row, scale groups, group elems): Transformer.linear
-    self.fused: dict[str, tuple[tuple[str, ...], Tensor]] = {}  # first member -> (members, blocked rows of all of them)
-    # quantized matrices of a FACTORED format as (scale, q, min) views (Weights._factored): the decode step's matvec
-    self.factored: dict[str, Factored] = {}
-    self.fused_factored: dict[str, Factored] = {}  # first member of a fused group -> the factored view of all its rows
-    self.dot: dict[str, tuple[Dot, ...]] = {}  # quantized matrices of a DOT format: the decode step's integer matvec (Transformer.dot_matvec)
-    self.fused_dot: dict[str, tuple[Dot, ...]] = {}
+    self.plain: dict[str, Tensor] = {}  # the F32/F16 tensors, as float32
+    # the packed blocks of each fused group (keyed by its first member) and each lone quantized matrix: (blocks, format, rows, cols)
+    self._mats: dict[str, tuple[Tensor, Any, int, int]] = {}
+    self._rows: dict[str, tuple[str, int, int]] = {}  # quantized matrix -> (its key in _mats, first row there, rows)
+    self.members: dict[str, tuple[str, ...]] = {}  # first member of a fused group -> the members, in row order
+    self._lanes: dict[str, Tensor | None] = {}  # key in _mats -> its lanes buffer (Weights._read_interleaved; None: not interleaved)
     groups = self._groups()
     for i, name in enumerate(f.tensors):
       info = f.tensors[name]
       if info.format.dequantize in PLAIN_DTYPES:
-        self.tensors[name] = f.read_plain(name, device).cast(dtypes.float32).contiguous().realize()
+        self.plain[name] = f.read_plain(name, device).cast(dtypes.float32).contiguous().realize()
       elif name in groups:
         members = groups[name]
         fmt, rows, cols = info.format, sum(f.tensors[n].shape[0] for n in members), info.shape[1]
-        whole, lanes = self._read_interleaved(members, rows)
-        fused = self._blocked(whole, fmt, rows, cols)
-        self.fused[members[0]] = (members, fused)
-        if (fz := self._factored(whole, fmt, rows, cols)) is not None: self.fused_factored[members[0]] = fz
-        if (dz := self._dot(lanes, fmt, rows, cols)) is not None: self.fused_dot[members[0]] = dz
-        # each member's views are row ranges of the group's dequantize graph: one graph per group (~70 UOps a weight, ~0.5 KB each)
+        whole, self._lanes[name] = self._read_interleaved(members, rows)
+        self._mats[name], self.members[name] = (whole, fmt, rows, cols), members
         start, row = 0, 0
         for n in members:
           self.packed[n] = whole[start:start + f.tensors[n].n_blocks]
-          r = f.tensors[n].shape[0]
-          self.blocked[n] = fused[row:row + r]
-          if fz is not None:
-            self.factored[n] = Factored(fz.scale[row:row + r], fz.q[row:row + r], fz.min[row:row + r] if fz.min is not None else None, fz.order)
-          if dz is not None: self.dot[n] = tuple(z.rows(row, row + r) for z in dz)
-          self.tensors[n] = self.blocked[n].reshape(r, cols)
-          start, row = start + f.tensors[n].n_blocks, row + r
+          self._rows[n] = (name, row, f.tensors[n].shape[0])
+          start, row = start + f.tensors[n].n_blocks, row + f.tensors[n].shape[0]
       elif name not in self.packed:
-        blocks, lanes = self._read_interleaved((name,), info.shape[0]) if len(info.shape) == 2 else (f.read_raw(name, device), None)
-        self._add(name, blocks)
-        if (dz := self._dot(lanes, info.format, *info.shape)) is not None: self.dot[name] = dz
+        if len(info.shape) == 2:
+          self.packed[name], self._lanes[name] = self._read_interleaved((name,), info.shape[0])
+          self._mats[name], self._rows[name] = (self.packed[name], info.format, *info.shape), (name, 0, info.shape[0])
+        else: self.packed[name] = f.read_raw(name, device)
       if progress is not None: progress(i + 1, len(f.tensors))
     # what loading freed (a copy a plain tensor's cast made) stays in the allocator's reuse cache: give that memory back
     if isinstance(al := Device[device].allocator, LRUAllocator): al.free_cache()
+    factored = [n for n in self._rows if self._mats[self._rows[n][0]][1].name in FACTORED]
+    self.tensors: LazyViews[Tensor] = LazyViews(self._tensor, list(f.tensors))
+    # quantized matrices as (rows, blocks per row, scale groups, group elems): Transformer.linear
+    self.blocked: LazyViews[Tensor] = LazyViews(self._blocked_rows, list(self._rows))
+    # first member -> (members, blocked rows of all of them)
+    self.fused: LazyViews[tuple[tuple[str, ...], Tensor]] = LazyViews(lambda n: (self.members[n], self._blocked(*self._mats[n])), list(self.members))
+    # quantized matrices of a FACTORED format as (scale, q, min) views (Weights._factored): the decode step's matvec
+    self.factored: LazyViews[Factored] = LazyViews(self._factored_rows, factored)
+    # first member of a fused group -> the factored view of all its rows
+    self.fused_factored: LazyViews[Factored] = LazyViews(lambda n: self._factored(*self._mats[n]), [n for n in self.members if n in factored])
+    # quantized matrices of a DOT format, word-interleaved (LANE_WORD): the decode step's integer matvec (Transformer.dot_matvec)
+    dot = [n for n in self._rows if self._dot(self._lanes[k := self._rows[n][0]], *self._mats[k][1:], views=False) is not None]
+    self.dot: LazyViews[tuple[Dot, ...]] = LazyViews(self._dot_rows, dot)
+    self.fused_dot: LazyViews[tuple[Dot, ...]] = LazyViews(lambda n: self._dot_of(n), [n for n in self.members if n in dot])
+
+  def _tensor(self, name: str) -> Tensor:
+    if (t := self.plain.get(name)) is not None: return t
+    info = self.f.tensors[name]
+    if name in self._rows: return self._blocked_rows(name).reshape(info.shape)
+    return dequantize_blocks(self.packed[name], info.format).reshape(info.shape)
+
+  def _blocked_rows(self, name: str) -> Tensor:
+    key, row, r = self._rows[name]
+    whole = self._blocked(*self._mats[key])
+    return whole if r == whole.shape[0] else whole[row:row + r]
+
+  def _factored_rows(self, name: str) -> Factored:
+    key, row, r = self._rows[name]
+    fz = self._factored(*self._mats[key])
+    assert fz is not None
+    if r == fz.q.shape[0]: return fz
+    return Factored(fz.scale[row:row + r], fz.q[row:row + r], fz.min[row:row + r] if fz.min is not None else None, fz.order)
+
+  def _dot_of(self, key: str) -> tuple[Dot, ...]:
+    dz = self._dot(self._lanes[key], *self._mats[key][1:])
+    assert dz is not None
+    return dz
+
+  def _dot_rows(self, name: str) -> tuple[Dot, ...]:
+    key, row, r = self._rows[name]
+    dz = self._dot_of(key)
+    return dz if r == self._mats[key][2] else tuple(z.rows(row, row + r) for z in dz)
 
   def _groups(self) -> dict[str, tuple[str, ...]]:
     """The first tensor of each fusable group -> the names of the members that share its format and row length, in row order."""
@@ -206,9 +255,11 @@ class Weights:
     return out
 
   @staticmethod
-  def _dot(lanes: Tensor | None, fmt: Any, rows: int, cols: int) -> tuple[Dot, ...] | None:
-    """The integer dot product views of a word-interleaved matrix of a DOT format (LANE_WORD), else None."""
+  def _dot(lanes: Tensor | None, fmt: Any, rows: int, cols: int, views: bool = True) -> tuple[Dot, ...] | None:
+    """The integer dot product views of a word-interleaved matrix of a DOT format (LANE_WORD), else None (`views` False: () for
+    such a matrix, its views not built)."""
     if lanes is None or lanes.dtype != dtypes.int32 or fmt.name not in DOT: return None
+    if not views: return ()
     unit, f = DOT[fmt.name]
     nu = cols // fmt.block_elems // unit
     return tuple(Dot(d.reshape(rows, nu, 1), tuple(p.reshape(rows, nu, 4) for p in q), mn.reshape(rows, nu, 1) if mn is not None else None, unit, i)
@@ -279,15 +330,6 @@ class Weights:
     nb = cols // fmt.block_elems
     return Factored(scale.reshape(rows, nb, *scale.shape[1:]), q.reshape(rows, nb, *q.shape[1:]),
                     mn.reshape(rows, nb, *mn.shape[1:]) if mn is not None else None, FACTORED_ORDER.get(fmt.name))
-
-  def _add(self, name: str, packed: Tensor) -> None:
-    info = self.f.tensors[name]
-    self.packed[name] = packed
-    deq = dequantize_blocks(packed, info.format)
-    self.tensors[name] = deq.reshape(info.shape)
-    if len(info.shape) == 2:
-      self.blocked[name] = self._blocked(packed, info.format, *info.shape)
-      if (fz := self._factored(packed, info.format, *info.shape)) is not None: self.factored[name] = fz
 
   def __contains__(self, name: str) -> bool: return name in self.tensors
   def __getitem__(self, name: str) -> Tensor:
@@ -361,9 +403,10 @@ class Transformer:
     self.embd = EmbeddingRows(weights.f, "token_embd.weight")
     self.bias = {n: weights[n] for n in weights.tensors if n.endswith(".bias")}
     # prefill_matmul's decoded weight: one float32 buffer, as large as the largest layer matrix, reused by every layer (a buffer per
-    # call would be one per matrix in the TinyJit capture: +650 MB for SmolLM2)
-    mats = [*(t for n, t in weights.blocked.items() if n.startswith("blk.")), *(wb for _, wb in weights.fused.values())]
-    self.scratch = Tensor.empty(max((t.numel() for t in mats), default=1), device=dev).contiguous().realize()
+    # call would be one per matrix in the TinyJit capture: +650 MB for SmolLM2). A fused group larger than it is decoded and
+    # multiplied in row pieces that fit (SmolLM2's gate+up, 3072x576: a 7.1 MB scratch -> 3.5, ffn_down's size)
+    shapes = [weights.f.tensors[n].shape for n in weights.blocked if n.startswith("blk.")]
+    self.scratch = Tensor.empty(max((max(r * c, PANEL * c) for r, c in shapes), default=1), device=dev).contiguous().realize()
 
   def embed_rows(self, ids: list[int]) -> Tensor:
     """The packed embedding rows of `ids` (gathered on the host from the mapped file), realized on the device."""
@@ -396,19 +439,25 @@ class Transformer:
     decode they are N floats apart, 576 pages a panel (TLB misses) and, for N a multiple of 1024, all in one L1 set (one Zen 3
     core, CPU time, fp32 matmul alone: 128x576x3072 37.5 -> 46.0 GFLOPS, 128x640x4096 42.5 -> 53.0, 128x1536x576 46.7 -> 50.8).
     The decode is realized before the matmul is built, and every caller realizes the product before the next decode overwrites
-    the buffer. x is made contiguous first: a norm fused into the matmul's loads is redone for every output column."""
+    the buffer. x is made contiguous first: a norm fused into the matmul's loads is redone for every output column. W larger than
+    the scratch (a fused group) is done in row pieces that fit it, each product realized before the next piece's decode."""
+    N, K = wb.shape[0], wb.numel() // wb.shape[0]
+    x = x if x.uop.op is Ops.CONTIGUOUS else x.contiguous()  # (a second CONTIGUOUS would be a copy kernel)
+    if N * K <= self.scratch.numel(): return x @ self._decoded(wb)
+    x, step = x.realize(), self.scratch.numel() // K // PANEL * PANEL  # x realized: read by every piece, computed once
+    return Tensor.cat(*[(x @ self._decoded(wb[r:r + step])).realize() for r in range(0, N, step)], dim=-1)
+
+  def _decoded(self, wb: Tensor) -> Tensor:
+    """W (N, K), a blocked quantized view, decoded into the scratch (realized) -> its (K, N) operand view (prefill_matmul)."""
     N, K = wb.shape[0], wb.numel() // wb.shape[0]
     if N % PANEL == 0:
       # written through the blocked shape (panel, block, scale group, element, panel column): the decode kernel's innermost loop
       # runs over a scale group's elements, so tg emits each block's scales (fp16 decoded with integer ops) once, outside it; a
       # flat (N * K) target was one loop that decoded both scales again for every 8 outputs (~75 instructions per 8 floats)
       self.scratch[:N * K].reshape(N // PANEL, *wb.shape[1:], PANEL).assign(wb.reshape(N // PANEL, PANEL, *wb.shape[1:]).permute(0, 2, 3, 4, 1)).realize()
-      b = self.scratch[:N * K].reshape(N // PANEL, K, PANEL).permute(1, 0, 2).reshape(K, N)
-    else:
-      self.scratch[:N * K].assign(wb.reshape(N, K).T.reshape(N * K)).realize()
-      b = self.scratch[:N * K].reshape(K, N)
-    x = x if x.uop.op is Ops.CONTIGUOUS else x.contiguous()  # (a second CONTIGUOUS would be a copy kernel)
-    return x @ b
+      return self.scratch[:N * K].reshape(N // PANEL, K, PANEL).permute(1, 0, 2).reshape(K, N)
+    self.scratch[:N * K].assign(wb.reshape(N, K).T.reshape(N * K)).realize()
+    return self.scratch[:N * K].reshape(K, N)
 
   @staticmethod
   def _matvec(x: Tensor, wb: Tensor) -> Tensor:
