@@ -385,11 +385,13 @@ def apply_rope(x: Tensor, cos: Tensor, sin: Tensor, interleaved: bool) -> Tensor
 
 class Transformer:
   """forward(tokens embedded, start_pos) -> logits of one position. `max_context` sizes the KV cache and the RoPE tables; `kv_dtype`
-  is the cache's storage (float16 as llama.cpp's default: half the memory; the attention computes in float32)."""
-  def __init__(self, cfg: ModelConfig, weights: Weights, max_context: int, kv_dtype: DType = dtypes.float16):
+  is the cache's storage (float16 as llama.cpp's default: half the memory; the attention computes in float32). `int8_dot`: the
+  decode step's matvecs over a DOT format (Q4_0, Q4_1, Q8_0) quantize x to int8 per block and take integer dot products, as
+  llama.cpp does (False: float x, the products exact to float32 rounding, what a reference comparison at float precision needs)."""
+  def __init__(self, cfg: ModelConfig, weights: Weights, max_context: int, kv_dtype: DType = dtypes.float16, int8_dot: bool = True):
     if cfg.rope_dim != cfg.head_dim:
       raise LLMError(f"{cfg.arch}: partial RoPE (rope.dimension_count {cfg.rope_dim} < head dim {cfg.head_dim}) is not supported")
-    self.cfg, self.w, self.max_context = cfg, weights, max_context
+    self.cfg, self.w, self.max_context, self.int8_dot = cfg, weights, max_context, int8_dot
     dev = weights.device
     self.device = dev
     bases = sorted({cfg.layer_rope_base(i) for i in range(cfg.n_layers)})
@@ -423,7 +425,7 @@ class Transformer:
     the elements of one scale group, so their scales (fp16 bits decoded with integer ops) are loop-invariant there and hoisted, not
     redone per element (17x faster on a Q4_1 matvec than one flat reduce), and the sums over groups and blocks stay in the same
     kernel (half the time of a second kernel for them, Q4_1 1536x576)."""
-    if (dz := self.w.dot.get(name)) is not None and x.shape[-2] == 1: y = self.dot_matvec(x, dz)
+    if self.int8_dot and (dz := self.w.dot.get(name)) is not None and x.shape[-2] == 1: y = self.dot_matvec(x, dz)
     elif (wb := self.w.blocked.get(name)) is not None:
       y = self.matvec(computed(x), wb, self.w.factored.get(name)) if x.shape[-2] == 1 else self.prefill_matmul(x, wb)
     else: y = x @ self.w[name].T
@@ -501,7 +503,7 @@ class Transformer:
       name = names[len(out)]
       if (fz := self.w.fused.get(name)) is not None and fz[0] == names[len(out):len(out) + len(fz[0])]:
         # realized here: its parts' consumers are scheduled apart
-        y = self.dot_matvec(x, dz) if x.shape[-2] == 1 and (dz := self.w.fused_dot.get(name)) is not None else \
+        y = self.dot_matvec(x, dz) if self.int8_dot and x.shape[-2] == 1 and (dz := self.w.fused_dot.get(name)) is not None else \
           self.matvec(x, fz[1], self.w.fused_factored.get(name)) if x.shape[-2] == 1 else self.prefill_matmul(x, fz[1])
         y = computed(y).realize()
         start = 0
