@@ -60,12 +60,14 @@ class CompiledRunner:
     return self.prg(*[b._buf for b in bufs], global_size=gs, local_size=tuple(self.p.local_size or (1, 1, 1)), vals=vals, wait=wait)
 
 def linear_program(r: CompiledRunner) -> list[UOp]:
-  """The linear program `r` was rendered from, re-derived (a runner drops it once compiled, ProgramSpec.uops): the codegen knobs
-  (CODEGEN_KNOBS) must be as they were when `r` was made."""
+  """The linear program `r` was rendered from, re-derived (a runner drops it once compiled, ProgramSpec.uops). Raises
+  RuntimeError where the codegen knobs (CODEGEN_KNOBS) changed since `r` was made: the program re-derived then renders to other code."""
   from tg_core.codegen import get_program
-  uops = get_program(r.p.ast, Device[r.device].renderer, r.opts).uops
-  assert uops is not None
-  return uops
+  p = get_program(r.p.ast, Device[r.device].renderer, r.opts)
+  if p.src != r.p.src or p.uops is None:
+    raise RuntimeError(f"{r.p.name}: the codegen knobs changed since this runner was compiled, so its linear program can't be "
+                       "re-derived: call linear_program under the settings the runner was made with")
+  return p.uops
 
 _runner_cache: dict[tuple, CompiledRunner] = {}
 def get_runner(device: str, ast: UOp) -> CompiledRunner:
