@@ -366,6 +366,21 @@ def _reduce_block(ast: UOp, caches: tuple[int, ...]) -> Opt | None:
 # (64 x 4096 x 64) keep the unpacked K-blocked loop
 MIN_PANEL_REUSE = 16
 
+def _panel_matmul(ast: UOp) -> tuple[list[UOp], UOp, UOp, list[UOp], list[UOp], list[UOp]] | None:
+  """A tiled matmul whose packing `_packed_panels`/`_packed_tiles` decide: two constant output loops that nest, B's column
+  panels outside A's row tiles (at least MIN_PANEL_REUSE of them), one constant reduce. (axes, rows, cols, [reduce], its
+  global loads, those read with a stride along the reduce), else None."""
+  axes = kernel_axes(ast)
+  loops = [r for r in axes if r.arg[1] in (AxisType.LOOP, AxisType.GLOBAL)]
+  reds = [r for r in axes if r.arg[1] is AxisType.REDUCE]
+  if len(loops) != 2 or len(reds) != 1 or any(r.src[0].op is not Ops.CONST for r in (*loops, *reds)): return None
+  if (nest := nesting(ast, *loops)) is None: return None
+  rows, cols = nest  # the inner loop (A's row tiles) and the outer one (B's column panels)
+  if rows.src[0].arg < MIN_PANEL_REUSE: return None
+  loads = [u for u in ast.toposort() if u.op is Ops.LOAD and u.src[0].op is Ops.INDEX and u.src[0].src[0].op is Ops.PARAM]
+  strided = [u for u in loads if (st := access_strides(u, reds[0], Ops.LOAD)) and st[-1] not in (0, 1, None)]
+  return axes, rows, cols, reds, loads, strided
+
 def _packed_panels(ast: UOp, caches: tuple[int, ...]) -> list[Opt]:
   """Cache blocking of a tiled matmul (A @ B, register tile U columns x R rows) whose loop over B's column panels runs
   outside the loop over A's row tiles (`_loop_order`): B's rows are a stride apart, a power of two maps them all to a
@@ -378,15 +393,8 @@ def _packed_panels(ast: UOp, caches: tuple[int, ...]) -> list[Opt]:
   fits half the L2 (`_whole_k_panel`), no KBLOCK: kc = K, panels read from the L2, blocks of them sized by `_whole_k_block`. [] where
   the loops don't nest so, A has fewer than MIN_PANEL_REUSE row tiles, or PACK doesn't apply."""
   l1, l2 = caches[0], caches[1]
-  axes = kernel_axes(ast)
-  loops = [r for r in axes if r.arg[1] in (AxisType.LOOP, AxisType.GLOBAL)]
-  reds = [r for r in axes if r.arg[1] is AxisType.REDUCE]
-  if len(loops) != 2 or len(reds) != 1 or any(r.src[0].op is not Ops.CONST for r in (*loops, *reds)): return []
-  if (nest := nesting(ast, *loops)) is None: return []
-  rows, cols = nest  # the inner loop (A's row tiles) and the outer one (B's column panels)
-  if rows.src[0].arg < MIN_PANEL_REUSE: return []
-  loads = [u for u in ast.toposort() if u.op is Ops.LOAD and u.src[0].op is Ops.INDEX and u.src[0].src[0].op is Ops.PARAM]
-  strided = [u for u in loads if (st := access_strides(u, reds[0], Ops.LOAD)) and st[-1] not in (0, 1, None)]
+  if (m := _panel_matmul(ast)) is None: return []
+  axes, rows, cols, reds, loads, strided = m
   if len(strided) != 1 or cols not in strided[0].src[0].ranges or rows in strided[0].src[0].ranges: return []
   ups = [r for r in strided[0].src[0].ranges if r.arg[1] is AxisType.UPCAST]
   panel = functools.reduce(lambda a, b: a * b, [r.src[0].arg for r in ups], 1) * strided[0].dtype.itemsize  # bytes of one panel row
@@ -438,15 +446,8 @@ def _packed_tiles(ast: UOp, caches: tuple[int, ...]) -> list[Opt]:
   don't nest so, A has fewer than MIN_PANEL_REUSE row tiles, p or kc has no such value, or an opt doesn't apply (a bf16
   matmul: KBLOCK can't accumulate its fp32 sum in the output)."""
   l1, l2 = caches[0], caches[1]
-  axes = kernel_axes(ast)
-  loops = [r for r in axes if r.arg[1] in (AxisType.LOOP, AxisType.GLOBAL)]
-  reds = [r for r in axes if r.arg[1] is AxisType.REDUCE]
-  if len(loops) != 2 or len(reds) != 1 or any(r.src[0].op is not Ops.CONST for r in (*loops, *reds)): return []
-  if (nest := nesting(ast, *loops)) is None: return []
-  rows, cols = nest  # the inner loop (A's row tiles) and the outer one (B's column panels)
-  if rows.src[0].arg < MIN_PANEL_REUSE: return []
-  loads = [u for u in ast.toposort() if u.op is Ops.LOAD and u.src[0].op is Ops.INDEX and u.src[0].src[0].op is Ops.PARAM]
-  strided = [u for u in loads if (st := access_strides(u, reds[0], Ops.LOAD)) and st[-1] not in (0, 1, None)]
+  if (m := _panel_matmul(ast)) is None: return []
+  axes, rows, cols, reds, loads, strided = m
   streamed = [u for u in loads if u not in strided and access_strides(u, reds[0], Ops.LOAD)[-1] == 1]
   if len(strided) != 1 or len(streamed) != 1 or cols not in strided[0].src[0].ranges or rows in strided[0].src[0].ranges: return []
   def tile(u: UOp) -> int: return functools.reduce(lambda a, b: a * b, [r.src[0].arg for r in u.src[0].ranges if r.arg[1] is AxisType.UPCAST], 1)
