@@ -81,14 +81,18 @@ def test_tiny_matmul_heuristic_skips_unroll():
   np.testing.assert_allclose(run_with_opts(Tensor(A) @ Tensor(B), opts), A @ B, rtol=1e-5, atol=1e-5)
 
 def test_wide_column_reduce_takes_the_big_tile_on_its_one_axis():
-  # a matvec x @ W (W is K x N): each reduce step reads a run of a weight row as long as the whole register tile
+  # a matvec x @ W (W is K x N): each reduce step reads a run of a weight row from the register tile, at most ROW_RUN bytes
+  # (64 floats): AVX2's 16 x 8 tile rounds down to 16 x 4, AVX-512's 32 x 8 to 32 x 2
   from tg_core.renderer import RendererCaps
-  caps = RendererCaps(vector_upcast=True, vector_width=8, big_reduce_tile=(16, 8))
+  from tg_core.codegen.opt.heuristic import ROW_RUN
+  assert ROW_RUN == 256
   x, w = rnd(1, 2048), rnd(2048, 2048)  # 2^22 multiply-adds: a big kernel
   items, _ = create_schedule(UOp.sink((Tensor(x) @ Tensor(w)).uop))
-  opts = hand_coded_optimizations(items[0].ast, caps)
-  assert opts == [Opt(OptOps.UPCAST, 0, 16), Opt(OptOps.UPCAST, 0, 8)], opts
-  np.testing.assert_allclose(run_with_opts(Tensor(x) @ Tensor(w), opts), x.astype(np.float64) @ w, rtol=1e-4, atol=1e-3)
+  for width, tile, want in ((8, (16, 8), [Opt(OptOps.UPCAST, 0, 16), Opt(OptOps.UPCAST, 0, 4)]),
+                            (16, (32, 8), [Opt(OptOps.UPCAST, 0, 32), Opt(OptOps.UPCAST, 0, 2)])):
+    opts = hand_coded_optimizations(items[0].ast, RendererCaps(vector_upcast=True, vector_width=width, big_reduce_tile=tile))
+    assert opts == want, opts
+    np.testing.assert_allclose(run_with_opts(Tensor(x) @ Tensor(w), opts), x.astype(np.float64) @ w, rtol=1e-4, atol=1e-3)
   # the same shape without big_reduce_tile keeps the two-vector tile and the unroll
   assert [o.op for o in hand_coded_optimizations(items[0].ast, RendererCaps(vector_upcast=True, vector_width=8))] == [OptOps.UPCAST, OptOps.UNROLL]
 

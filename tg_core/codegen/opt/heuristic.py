@@ -72,8 +72,15 @@ def hand_coded_optimizations(ast: UOp, caps: RendererCaps | None = None) -> list
   if wide_col and caps.big_reduce_tile is not None:
     # the register tile along the one output axis: both upcasts split it (the outer part keeps its place, out_axes[0]); a
     # row count that isn't a power of two (16 x 6 on AVX2) rounds down, as the axis is a power of two more often than not and
-    # rounding up spills: 16 x 8 is 16 accumulator vectors, all of AVX2's registers with none left for the broadcast
-    for t in caps.big_reduce_tile: cur = first_fit(cur, OptOps.UPCAST, out_axes[0], _halvings(1 << (t.bit_length() - 1)))
+    # rounding up spills: 16 x 8 is 16 accumulator vectors, all of AVX2's registers with none left for the broadcast. The
+    # tile reads at most ROW_RUN bytes of a row per reduce step (`_row_run`): AVX-512's 32 x 8 tile would read 1 KB of one
+    # row before the next, and the rows a K block reads then advance unevenly
+    budget = _row_run(ast, axes[out_axes[0]])
+    for t in caps.big_reduce_tile:
+      amts = tuple(a for a in _halvings(1 << (t.bit_length() - 1)) if a <= budget)
+      before = cur
+      cur = first_fit(cur, OptOps.UPCAST, out_axes[0], amts)
+      if cur is not before: budget //= opts[-1].arg or 1
     if len(red_axes) == 1 and caps.cache_sizes:
       for o in _column_reduce_blocks(cur, caps.cache_sizes[0]):
         cur = apply_opt(cur, o)
@@ -490,6 +497,14 @@ def _whole_k_block(n: int, a_bytes: int, panel_bytes: int, caches: tuple[int, ..
 
 # rows of a column reduce read together: each is a stream the hardware prefetcher follows, and prefetchers track some 8-16
 ROW_STREAMS = 8
+# bytes of one row a column reduce's register tile reads per reduce step (four 64-byte cache lines): the ROW_STREAMS rows of
+# a K block then advance together in short runs. A wider tile reads a long run of one row before the next row's
+ROW_RUN = 256
+
+def _row_run(ast: UOp, out: UOp) -> int:
+  """Elements of the widest global load that varies with the output axis `out` in ROW_RUN bytes (at least 1)."""
+  sizes = [u.dtype.scalar().itemsize for u in ast.toposort() if u.op is Ops.LOAD and u.src[0].op is Ops.INDEX and out in u.src[0].ranges]
+  return max(1, ROW_RUN // max(sizes, default=4))
 
 def _column_reduce_blocks(ast: UOp, l1: int) -> list[Opt]:
   """Cache blocks for a tiled column reduce (a matvec x @ W, W K x N): the columns in blocks whose partial sums fill a
