@@ -366,6 +366,23 @@ def test_matvec_heuristic_blocks_columns_and_rows_from_the_declared_l1():
   assert opts == [Opt(OptOps.UPCAST, 0, 16), Opt(OptOps.UPCAST, 0, 4), Opt(OptOps.SPLIT, 0, 16), Opt(OptOps.KBLOCK, 4, ROW_STREAMS)], opts
   np.testing.assert_allclose(run_with_opts(Tensor(x) @ Tensor(w), opts), x.astype(np.float64) @ w, rtol=1e-4, atol=1e-3)
 
+def test_matvec_heuristic_on_avx512_caps_reads_short_row_runs():
+  # the AVX-512 register tile (32 x 8, 16 lanes) on a matvec x @ W keeps ROW_RUN bytes of a row per reduce step: 32 x 2 floats,
+  # so the column blocks hold 32 tiles of partial sums in a quarter of the 32 KB L1 (capped at half the columns: 16 tiles), the
+  # reduce K-blocked by ROW_STREAMS rows; half-precision weights take twice the elements (32 x 4) in the same bytes
+  from tg_core.dtype import dtypes
+  from tg_core.renderer import RendererCaps
+  from tg_core.codegen.opt.heuristic import ROW_STREAMS
+  caps = RendererCaps(vector_upcast=True, vector_width=16, big_reduce_tile=(32, 8), cache_sizes=(32 << 10, 1 << 20))
+  x, w = rnd(1, 2048), rnd(2048, 2048)
+  items, _ = create_schedule(UOp.sink((Tensor(x) @ Tensor(w)).uop))
+  opts = hand_coded_optimizations(items[0].ast, caps)
+  assert opts == [Opt(OptOps.UPCAST, 0, 32), Opt(OptOps.UPCAST, 0, 2), Opt(OptOps.SPLIT, 0, 16), Opt(OptOps.KBLOCK, 4, ROW_STREAMS)], opts
+  np.testing.assert_allclose(run_with_opts(Tensor(x) @ Tensor(w), opts), x.astype(np.float64) @ w, rtol=1e-4, atol=1e-3)
+  half = Tensor.empty(1, 2048, device="NULL", dtype=dtypes.float16) @ Tensor.empty(2048, 2048, device="NULL", dtype=dtypes.float16)
+  items, _ = create_schedule(UOp.sink(half.uop))
+  assert hand_coded_optimizations(items[-1].ast, caps)[:2] == [Opt(OptOps.UPCAST, 0, 32), Opt(OptOps.UPCAST, 0, 4)]
+
 def test_bf16_matmul_heuristic_skips_kblock():
   # the fp32 sum is cast to bf16 before the store: partial sums can't accumulate in the output, so no KBLOCK
   from tg_core.dtype import dtypes
