@@ -21,9 +21,9 @@ def hand_coded_optimizations(ast: UOp, caps: RendererCaps | None = None) -> list
   (< 2^19 multiply-adds, e.g. a 64x64 matmul) take 4x2 tiles without unroll, which halve codegen time again. Elementwise
   kernels upcast the innermost axis by `vector_width` (at least 4); with `transpose_tile`, a transpose also upcasts an
   axis its loads are contiguous in. A big single-output-axis reduce whose loads are contiguous along the output (a matvec
-  `x @ W` with W K x N, column sums) takes the whole `big_reduce_tile` on that axis: each reduce step then reads a run of
-  a weight row as long as the register tile (16 x 6 rounds down to 16 x 4 on AVX2: 64 floats = 4 cache lines, in 8
-  accumulator vectors), which the prefetcher streams; 16 floats a row were a page walk and a cache miss each. Targets that
+  `x @ W` with W K x N, column sums) takes the `big_reduce_tile` on that axis, up to ROW_RUN bytes: each reduce step then
+  reads a run of a weight row of 4 cache lines (AVX2's 16 x 6 rounds down to 16 x 4, 8 accumulator vectors; AVX-512's 32 x 8
+  to 32 x 2), which the prefetcher streams, while the rows of a K block advance together. Targets that
   declare their `cache_sizes` also get the loop order of a big matmul chosen for cache reuse (`_loop_order`) and, where B's
   column loop ended up outside A's rows, both operands packed, A's row tiles inside blocks of B's panels (`_packed_tiles`), or
   where too few panels would reuse a packed row tile, B alone packed into contiguous panels around A's row loop (`_packed_panels`); else,
