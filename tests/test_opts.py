@@ -81,14 +81,17 @@ def test_tiny_matmul_heuristic_skips_unroll():
   np.testing.assert_allclose(run_with_opts(Tensor(A) @ Tensor(B), opts), A @ B, rtol=1e-5, atol=1e-5)
 
 def test_wide_column_reduce_takes_the_big_tile_on_its_one_axis():
-  # a matvec x @ W (W is K x N): each reduce step reads a run of a weight row as long as the whole register tile
+  # a matvec x @ W (W is K x N): each reduce step reads a run of a weight row from the register tile, at most ROW_RUN bytes
+  # (one cache line, 16 floats): AVX2's 16 x 8 tile and AVX-512's 32 x 8 both round down to 16
   from tg_core.renderer import RendererCaps
-  caps = RendererCaps(vector_upcast=True, vector_width=8, big_reduce_tile=(16, 8))
+  from tg_core.codegen.opt.heuristic import ROW_RUN
+  assert ROW_RUN == 64
   x, w = rnd(1, 2048), rnd(2048, 2048)  # 2^22 multiply-adds: a big kernel
   items, _ = create_schedule(UOp.sink((Tensor(x) @ Tensor(w)).uop))
-  opts = hand_coded_optimizations(items[0].ast, caps)
-  assert opts == [Opt(OptOps.UPCAST, 0, 16), Opt(OptOps.UPCAST, 0, 8)], opts
-  np.testing.assert_allclose(run_with_opts(Tensor(x) @ Tensor(w), opts), x.astype(np.float64) @ w, rtol=1e-4, atol=1e-3)
+  for width, tile, want in ((8, (16, 8), [Opt(OptOps.UPCAST, 0, 16)]), (16, (32, 8), [Opt(OptOps.UPCAST, 0, 16)])):
+    opts = hand_coded_optimizations(items[0].ast, RendererCaps(vector_upcast=True, vector_width=width, big_reduce_tile=tile))
+    assert opts == want, opts
+    np.testing.assert_allclose(run_with_opts(Tensor(x) @ Tensor(w), opts), x.astype(np.float64) @ w, rtol=1e-4, atol=1e-3)
   # the same shape without big_reduce_tile keeps the two-vector tile and the unroll
   assert [o.op for o in hand_coded_optimizations(items[0].ast, RendererCaps(vector_upcast=True, vector_width=8))] == [OptOps.UPCAST, OptOps.UNROLL]
 
@@ -350,17 +353,25 @@ def test_beam_blocking_candidates_start_from_the_heuristics_own_choice():
   own = hand_coded_optimizations(graph_rewrite(graph_rewrite(items[0].ast, symbolic), pm_index_given_valid), caps)
   assert [o.op for o in own[-3:]] == [OptOps.KBLOCK, OptOps.PACK, OptOps.PACKROWS] and blocking_candidates(items[0].ast, caps)[0] == own, own
 
-def test_matvec_heuristic_blocks_columns_and_rows_from_the_declared_l1():
-  # x @ W: a 16 x 4 tile (16 x 6 rounds down: 8 accumulator vectors), column blocks whose partial sums fill a quarter of the L1
-  # (64 columns a tile, 2048 columns: 2 blocks of 16 tiles), the reduce K-blocked by a few rows inside each
+@pytest.mark.parametrize("width,tile", [(8, (16, 6)), (16, (32, 8))], ids=["avx2", "avx512"])
+def test_matvec_heuristic_blocks_columns_and_rows_from_the_declared_l1(width: int, tile: tuple[int, int]):
+  # x @ W on AVX2's and AVX-512's caps: a tile of one cache line of a row (16 floats, ROW_RUN), column blocks whose partial sums
+  # fill a quarter of the L1 (32 KB: 128 tiles, capped at half the 128 tiles of 2048 columns; 8 KB: 32 tiles), the reduce
+  # K-blocked by ROW_STREAMS rows inside each; half-precision weights take twice the elements in the same bytes
+  from tg_core.dtype import dtypes
   from tg_core.renderer import RendererCaps
   from tg_core.codegen.opt.heuristic import ROW_STREAMS
-  caps = RendererCaps(vector_upcast=True, vector_width=8, big_reduce_tile=(16, 6), cache_sizes=(32 << 10, 512 << 10))
+  def caps(l1: int) -> RendererCaps: return RendererCaps(vector_upcast=True, vector_width=width, big_reduce_tile=tile, cache_sizes=(l1, 512 << 10))
   x, w = rnd(1, 2048), rnd(2048, 2048)
   items, _ = create_schedule(UOp.sink((Tensor(x) @ Tensor(w)).uop))
-  opts = hand_coded_optimizations(items[0].ast, caps)
-  assert opts == [Opt(OptOps.UPCAST, 0, 16), Opt(OptOps.UPCAST, 0, 4), Opt(OptOps.SPLIT, 0, 16), Opt(OptOps.KBLOCK, 4, ROW_STREAMS)], opts
+  opts = hand_coded_optimizations(items[0].ast, caps(32 << 10))
+  assert opts == [Opt(OptOps.UPCAST, 0, 16), Opt(OptOps.SPLIT, 0, 64), Opt(OptOps.KBLOCK, 3, ROW_STREAMS)], opts
   np.testing.assert_allclose(run_with_opts(Tensor(x) @ Tensor(w), opts), x.astype(np.float64) @ w, rtol=1e-4, atol=1e-3)
+  assert hand_coded_optimizations(items[0].ast, caps(8 << 10))[1] == Opt(OptOps.SPLIT, 0, 32)
+  half = Tensor.empty(1, 2048, device="NULL", dtype=dtypes.float16) @ Tensor.empty(2048, 2048, device="NULL", dtype=dtypes.float16)
+  items, _ = create_schedule(UOp.sink(half.uop))
+  want = [Opt(OptOps.UPCAST, 0, 16), Opt(OptOps.UPCAST, 0, 2)] if tile[0] == 16 else [Opt(OptOps.UPCAST, 0, 32)]
+  assert [o for o in hand_coded_optimizations(items[-1].ast, caps(32 << 10)) if o.op is OptOps.UPCAST] == want
 
 def test_bf16_matmul_heuristic_skips_kblock():
   # the fp32 sum is cast to bf16 before the store: partial sums can't accumulate in the output, so no KBLOCK

@@ -21,9 +21,9 @@ def hand_coded_optimizations(ast: UOp, caps: RendererCaps | None = None) -> list
   (< 2^19 multiply-adds, e.g. a 64x64 matmul) take 4x2 tiles without unroll, which halve codegen time again. Elementwise
   kernels upcast the innermost axis by `vector_width` (at least 4); with `transpose_tile`, a transpose also upcasts an
   axis its loads are contiguous in. A big single-output-axis reduce whose loads are contiguous along the output (a matvec
-  `x @ W` with W K x N, column sums) takes the whole `big_reduce_tile` on that axis: each reduce step then reads a run of
-  a weight row as long as the register tile (16 x 6 rounds down to 16 x 4 on AVX2: 64 floats = 4 cache lines, in 8
-  accumulator vectors), which the prefetcher streams; 16 floats a row were a page walk and a cache miss each. Targets that
+  `x @ W` with W K x N, column sums) takes the `big_reduce_tile` on that axis, up to ROW_RUN bytes: each reduce step then
+  reads one cache line of a weight row (16 floats: two AVX2 vectors, one AVX-512 vector), and the rows of a K block advance
+  together, which the prefetchers stream. Targets that
   declare their `cache_sizes` also get the loop order of a big matmul chosen for cache reuse (`_loop_order`) and, where B's
   column loop ended up outside A's rows, both operands packed, A's row tiles inside blocks of B's panels (`_packed_tiles`), or
   where too few panels would reuse a packed row tile, B alone packed into contiguous panels around A's row loop (`_packed_panels`); else,
@@ -72,8 +72,15 @@ def hand_coded_optimizations(ast: UOp, caps: RendererCaps | None = None) -> list
   if wide_col and caps.big_reduce_tile is not None:
     # the register tile along the one output axis: both upcasts split it (the outer part keeps its place, out_axes[0]); a
     # row count that isn't a power of two (16 x 6 on AVX2) rounds down, as the axis is a power of two more often than not and
-    # rounding up spills: 16 x 8 is 16 accumulator vectors, all of AVX2's registers with none left for the broadcast
-    for t in caps.big_reduce_tile: cur = first_fit(cur, OptOps.UPCAST, out_axes[0], _halvings(1 << (t.bit_length() - 1)))
+    # rounding up spills: 16 x 8 is 16 accumulator vectors, all of AVX2's registers with none left for the broadcast. The
+    # tile reads at most ROW_RUN bytes of a row per reduce step (`_row_run`): AVX-512's whole 32 x 8 tile would read 1 KB
+    # of one row before the next, and the rows a K block reads then advance unevenly
+    budget = _row_run(ast, axes[out_axes[0]])
+    for t in caps.big_reduce_tile:
+      amts = tuple(a for a in _halvings(1 << (t.bit_length() - 1)) if a <= budget)
+      before = cur
+      cur = first_fit(cur, OptOps.UPCAST, out_axes[0], amts)
+      if cur is not before: budget //= opts[-1].arg or 1
     if len(red_axes) == 1 and caps.cache_sizes:
       for o in _column_reduce_blocks(cur, caps.cache_sizes[0]):
         cur = apply_opt(cur, o)
@@ -490,6 +497,15 @@ def _whole_k_block(n: int, a_bytes: int, panel_bytes: int, caches: tuple[int, ..
 
 # rows of a column reduce read together: each is a stream the hardware prefetcher follows, and prefetchers track some 8-16
 ROW_STREAMS = 8
+# bytes of one row a column reduce's register tile reads per reduce step (one 64-byte cache line): the ROW_STREAMS rows of
+# a K block then advance together, a line each in turn. A wider tile reads a long run of one row before the next row's
+# (measured slower the wider, with AVX2 and AVX-512 code alike)
+ROW_RUN = 64
+
+def _row_run(ast: UOp, out: UOp) -> int:
+  """Elements of the widest global load that varies with the output axis `out` in ROW_RUN bytes (at least 1)."""
+  sizes = [u.dtype.scalar().itemsize for u in ast.toposort() if u.op is Ops.LOAD and u.src[0].op is Ops.INDEX and out in u.src[0].ranges]
+  return max(1, ROW_RUN // max(sizes, default=4))
 
 def _column_reduce_blocks(ast: UOp, l1: int) -> list[Opt]:
   """Cache blocks for a tiled column reduce (a matvec x @ W, W K x N): the columns in blocks whose partial sums fill a
