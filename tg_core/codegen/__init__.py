@@ -90,8 +90,10 @@ def _native_reduce_filter(sink: UOp, ren: Renderer):  # type: ignore[no-untyped-
   return keep
 
 def _vector_dtypes(ren: Renderer) -> set | None:
-  """The dtypes the expander may make vectors of: the target's native ones (and the weak index int), None without vector_upcast."""
-  return (set(ren.caps.native_dtypes) - emulated_dtypes(ren)) | {dtypes.weakint} if ren.caps.vector_upcast else None
+  """The dtypes the expander may make vectors of: the target's native ones, those the core emulates for it (their vectors
+  are emulated lane-wise in vector ops: a bfloat16 store of a float32 sum encodes a whole vector) and the weak index int;
+  None without vector_upcast."""
+  return set(ren.caps.native_dtypes) | emulated_dtypes(ren) | {dtypes.weakint} if ren.caps.vector_upcast else None
 
 def simplified_kernel(ast: UOp) -> UOp:
   """The kernel AST as the opts see it: its index arithmetic simplified, and index math its validity implies dropped."""
