@@ -104,8 +104,9 @@ def full_rewrite_to_sink(ast: UOp, ren: Renderer, opts: list[Opt] | None = None)
   simplify the index arithmetic; drop index math its validity implies; apply the opts (`opts`, else the kernel's own or
   the heuristic's, checked against `ren.caps`); expand UPCAST/UNROLL into straight-line code (vectors with
   caps.vector_upcast); output loops -> grid indices (caps.has_grid); REDUCE -> register accumulators, except the ones
-  the renderer reduces whole (caps.native_reduce_limit); merge the ENDs of one range; simplify again; fold a reduce's accumulator into
-  its DPBF16 steps and lower them where the target doesn't render them (caps.native_dpbf16); the weak index int -> int32/int64; approximate the EXP2/LOG2/SIN the target lacks (caps.native_transcendentals); emulate the small
+  the renderer reduces whole (caps.native_reduce_limit); merge the ENDs of one range; simplify again; fold a reduce's
+  accumulator into its DPBF16 steps and lower them where the target doesn't render them (caps.native_dpbf16); the weak
+  index int -> int32/int64; approximate the EXP2/LOG2/SIN the target lacks (caps.native_transcendentals); emulate the small
   floats it lacks (caps.native_dtypes); the renderer's own rules (caps.extra_matcher). With SPEC the result is checked
   against spec_program."""
   sink = simplified_kernel(ast)

@@ -111,17 +111,17 @@ class _CPUKernelWriter(LLVMKernelWriter):
 
   def dpbf16(self, u: UOp, src: list[str], t: str) -> str:
     """DPBF16 with AVX512_BF16's vdpbf16ps (the renderer declares caps.native_dpbf16 only where the host has it): 16 lanes a
-    zmm instruction, 8 and 4 the VL forms, wider vectors in chunks of 16. Other widths: the same value in portable IR (each
+    zmm instruction, 8 and 4 the VL forms, wider vectors (a power of two) in chunks of 16. Other widths: the same value in portable IR (each
     bfloat16 moved to the top of a float32, multiplied, added). vdpbf16ps treats denormal inputs and results as 0."""
     n = u.dtype.count
-    if n % 16 == 0 and n > 16:
+    if n > 16 and n % 16 == 0 and n & (n - 1) == 0:
       def part(v: str, ty: str, j: int) -> str:
         return self.emit(f"shufflevector <{n} x {ty}> {v}, <{n} x {ty}> poison, <16 x i32> <{', '.join(f'i32 {16 * j + i}' for i in range(16))}>")
       outs = [self._dpbf16_vec(16, part(src[0], "i32", j), part(src[1], "i32", j), part(src[2], "float", j)) for j in range(n // 16)]
       while len(outs) > 1:  # concatenate pairwise: shufflevector takes two vectors of one width
         w = 16 * (n // 16 // len(outs))
-        outs = [self.emit(f"shufflevector <{w} x float> {outs[i]}, <{w} x float> {outs[i + 1]}, <{2 * w} x i32> <{', '.join(f'i32 {x}' for x in range(2 * w))}>")
-                for i in range(0, len(outs), 2)]
+        lanes = ", ".join(f"i32 {x}" for x in range(2 * w))
+        outs = [self.emit(f"shufflevector <{w} x float> {outs[i]}, <{w} x float> {outs[i + 1]}, <{2 * w} x i32> <{lanes}>") for i in range(0, len(outs), 2)]
       return outs[0]
     if n in (4, 8, 16): return self._dpbf16_vec(n, src[0], src[1], src[2])
     it, ft = (f"<{n} x i32>", f"<{n} x float>") if n > 1 else ("i32", "float")
