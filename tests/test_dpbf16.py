@@ -157,5 +157,7 @@ def test_bf16_matmul_keeps_the_plain_path_for_grads_and_matvecs() -> None:
     a = Tensor(np.ones((64, 8), np.float32), device="CPU").cast(dtypes.bfloat16)
     w = Tensor(np.ones((8, 4), np.float32), device="CPU").cast(dtypes.bfloat16)
     assert not any(u.op is Ops.DPBF16 for u in (a[:1] @ w).uop.toposort())  # one row: B's copy wouldn't pay
+    assert not any(u.op is Ops.DPBF16 for u in (a.reshape(64, 1, 8) @ w.expand(64, 8, 4)).uop.toposort())  # one row per B
+    assert any(u.op is Ops.DPBF16 for u in (a.reshape(64, 1, 8) @ w).uop.toposort())  # 64 rows share one B
     assert not any(u.op is Ops.DPBF16 for u in (a @ w.requires_grad_()).uop.toposort())
     assert any(u.op is Ops.DPBF16 for u in (a @ w.detach()).uop.toposort())

@@ -61,8 +61,9 @@ def _np_for_dtype(flat: list, dtype: DType) -> np.ndarray:
     return np.array([dtypes.as_const(x, dtype) for x in flat], dtype=_to_np_storage(dtype))
   with np.errstate(over="ignore"): return np.array(flat, dtype=_to_np_storage(dtype))
 
-# rows (the product of A's dims but K) a bfloat16 matmul needs to take the pair dot product path (Tensor._dot_bf16_pairs): it
-# copies B once, interleaving its rows in pairs, which fewer rows don't repay (a decode step's x @ W reads W once)
+# rows of A per matrix of B (A's dims but K, over B's batch) a bfloat16 matmul needs to take the pair dot product path
+# (Tensor._dot_bf16_pairs): it copies B once, interleaving its rows in pairs, which fewer rows don't repay (a decode step's
+# x @ W reads W once)
 MIN_DPBF16_ROWS = 32
 
 class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, RandomMixin, IndexingMixin):
@@ -699,13 +700,15 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, RandomMixin,
     neighbours, padded to an even K with a zero), B's rows interleaved pairwise per column into uint32 (one copy of B, which
     the matmul's packed panels then read a vector of columns at a time), summed in float32 (Tensor.dpbf16, products exact),
     the float32 result realized before its cast so the cache-blocked matmul can accumulate its K blocks in it. Not for:
-    gradients (the packing isn't differentiable), multi-device tensors, vectors, and fewer than MIN_DPBF16_ROWS rows (a
-    matvec `x @ W` would copy all of W to read it once)."""
+    gradients (the packing isn't differentiable), multi-device tensors, vectors, and fewer than MIN_DPBF16_ROWS rows of A per
+    matrix of B (a matvec `x @ W` would copy all of W to read it once)."""
     x = self
     if x.dtype != dtypes.bfloat16 or w.dtype != dtypes.bfloat16 or x.ndim < 2 or w.ndim < 2 or not isinstance(x.device, str): return None
     if dtype is not None and to_dtype(dtype) not in (dtypes.bfloat16, dtypes.float32): return None
     if not Tensor.no_grad and (x.requires_grad or w.requires_grad): return None
-    if any(not isinstance(s, int) for s in (*x.shape, *w.shape)) or prod(x.shape[:-1]) < MIN_DPBF16_ROWS: return None
+    if any(not isinstance(s, int) for s in (*x.shape, *w.shape)): return None
+    # the rows of A each of B's matrices is read for (A's batch broadcast against B's)
+    if prod(_broadcast_shape(x.shape[:-2], w.shape[:-2])) * x.shape[-2] < MIN_DPBF16_ROWS * prod(w.shape[:-2]): return None
     from tg_core.device import Device
     if not Device[x.device].renderer.caps.native_dpbf16: return None
     if (k := x.shape[-1]) % 2:  # an odd K: a zero pair half, whose products add 0
