@@ -543,7 +543,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, RandomMixin,
     acc + lo(self) * lo(b) + hi(self) * hi(b), the products exact. One op (Ops.DPBF16): a renderer with a bfloat16 pair
     dot-product instruction (x86's vdpbf16ps) renders it natively, the others get shifts, multiplies and adds (codegen/dpbf16.py)."""
     if self.dtype != dtypes.uint32 or b.dtype != dtypes.uint32:
-      raise TypeError(f"dpbf16 takes uint32 operands, 2 packed bfloat16 each (Tensor.bitcast(dtypes.uint32) of bfloat16 pairs): got {self.dtype} and {b.dtype}")
+      raise TypeError(f"dpbf16 takes uint32 operands, 2 bfloat16 each (lo | hi << 16 of their bits, bitcast to uint16): got {self.dtype} and {b.dtype}")
     c = acc if isinstance(acc, Tensor) else Tensor.full((), acc, dtype=dtypes.float32, device=self.device)
     if c.dtype != dtypes.float32: raise TypeError(f"dpbf16 accumulates in float32, got acc of {c.dtype}")
     shape = _broadcast_shape(self.shape, b.shape, c.shape)

@@ -111,8 +111,9 @@ class _CPUKernelWriter(LLVMKernelWriter):
 
   def dpbf16(self, u: UOp, src: list[str], t: str) -> str:
     """DPBF16 with AVX512_BF16's vdpbf16ps (the renderer declares caps.native_dpbf16 only where the host has it): 16 lanes a
-    zmm instruction, 8 and 4 the VL forms, wider vectors (a power of two) in chunks of 16. Other widths: the same value in portable IR (each
-    bfloat16 moved to the top of a float32, multiplied, added). vdpbf16ps treats denormal inputs and results as 0."""
+    zmm instruction, 8 and 4 the VL forms, wider vectors (a power of two) in chunks of 16. Other widths: the same value in
+    portable IR (each bfloat16 moved to the top of a float32, multiplied, added). Intel documents vdpbf16ps as treating
+    denormal inputs and results as 0."""
     n = u.dtype.count
     if n > 16 and n % 16 == 0 and n & (n - 1) == 0:
       def part(v: str, ty: str, j: int) -> str:
