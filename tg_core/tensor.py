@@ -61,6 +61,11 @@ def _np_for_dtype(flat: list, dtype: DType) -> np.ndarray:
     return np.array([dtypes.as_const(x, dtype) for x in flat], dtype=_to_np_storage(dtype))
   with np.errstate(over="ignore"): return np.array(flat, dtype=_to_np_storage(dtype))
 
+# rows of A per matrix of B (A's dims but K, over B's batch) a bfloat16 matmul needs to take the pair dot product path
+# (Tensor._dot_bf16_pairs): it copies B once, interleaving its rows in pairs, which fewer rows don't repay (a decode step's
+# x @ W reads W once)
+MIN_DPBF16_ROWS = 32
+
 class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, RandomMixin, IndexingMixin):
   """A lazily evaluated multi-dimensional array, on one device (or sharded over several)."""
   __slots__ = ("uop", "requires_grad", "grad", "_ctx", "__weakref__")
@@ -533,6 +538,17 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, RandomMixin,
     shape = _broadcast_shape(self.shape, b.shape, c.shape)
     x, y, z = self._broadcast_to(shape), b._broadcast_to(shape), c._broadcast_to(shape)
     return x._apply_uop(lambda u, v, w: UOp(Ops.DP4A, dtypes.int32, (u, v, w)), y, z).requires_grad_(None)
+  def dpbf16(self, b: Tensor, acc: Tensor | float = 0.0) -> Tensor:
+    """acc + the dot product of the two bfloat16 packed in each uint32 element of self and b (low and high 16 bits), in float32:
+    acc + lo(self) * lo(b) + hi(self) * hi(b), the products exact. One op (Ops.DPBF16): a renderer with a bfloat16 pair
+    dot-product instruction (x86's vdpbf16ps) renders it natively, the others get shifts, multiplies and adds (codegen/dpbf16.py)."""
+    if self.dtype != dtypes.uint32 or b.dtype != dtypes.uint32:
+      raise TypeError(f"dpbf16 takes uint32 operands, 2 bfloat16 each (lo | hi << 16 of their bits, bitcast to uint16): got {self.dtype} and {b.dtype}")
+    c = acc if isinstance(acc, Tensor) else Tensor.full((), acc, dtype=dtypes.float32, device=self.device)
+    if c.dtype != dtypes.float32: raise TypeError(f"dpbf16 accumulates in float32, got acc of {c.dtype}")
+    shape = _broadcast_shape(self.shape, b.shape, c.shape)
+    x, y, z = self._broadcast_to(shape), b._broadcast_to(shape), c._broadcast_to(shape)
+    return x._apply_uop(lambda u, v, w: UOp(Ops.DPBF16, dtypes.float32, (u, v, w)), y, z).requires_grad_(None)
   def _cmp(self, op: Ops, x: Tensor | ConstType, reverse: bool) -> Tensor:
     a, b = self._broadcasted(x, reverse)
     return a._apply_uop(lambda u, v: u.alu(op, v), b).requires_grad_(None)
@@ -674,9 +690,40 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, RandomMixin,
     if x.dtype != w.dtype:
       out = strong_dtype(least_upper_dtype(x.dtype, w.dtype))
       x, w = x.cast(out), w.cast(out)
+    if (paired := x._dot_bf16_pairs(w, dtype)) is not None: return paired
     x = x.reshape(*x.shape[0:-1], *[1] * min(n1 - 1, n2 - 1, 1), x.shape[-1])
     w = w.reshape(*w.shape[0:-2], *[1] * min(n1 - 1, n2 - 1, 1), *w.shape[-min(n2, 2):]).transpose(-1, -min(n2, 2))
     return (x * w).sum(-1, dtype=dtype).cast(to_dtype(dtype) if dtype is not None else x.dtype if x.dtype != dtypes.bool else dtypes.bool)
+  def _dot_bf16_pairs(self, w: Tensor, dtype: DTypeLike | None) -> Tensor | None:
+    """A bfloat16 matmul on a device whose renderer has the bfloat16 pair dot product (caps.native_dpbf16), else None (the
+    plain product-and-sum, bfloat16 emulated where the target lacks it). K is taken in pairs: A's rows as uint32 (a pair of
+    neighbours, padded to an even K with a zero), B's rows interleaved pairwise per column into uint32 (one copy of B, which
+    the matmul's packed panels then read a vector of columns at a time), summed in float32 (Tensor.dpbf16, products exact),
+    the float32 result realized before its cast so the cache-blocked matmul can accumulate its K blocks in it. Not for:
+    gradients (the packing isn't differentiable), multi-device tensors, vectors, and fewer than MIN_DPBF16_ROWS rows of A per
+    matrix of B (a matvec `x @ W` would copy all of W to read it once)."""
+    x = self
+    if x.dtype != dtypes.bfloat16 or w.dtype != dtypes.bfloat16 or x.ndim < 2 or w.ndim < 2 or not isinstance(x.device, str): return None
+    if dtype is not None and to_dtype(dtype) not in (dtypes.bfloat16, dtypes.float32): return None
+    if not Tensor.no_grad and (x.requires_grad or w.requires_grad): return None
+    if any(not isinstance(s, int) for s in (*x.shape, *w.shape)): return None
+    # the rows of A each of B's matrices is read for (A's batch broadcast against B's)
+    if prod(_broadcast_shape(x.shape[:-2], w.shape[:-2])) * x.shape[-2] < MIN_DPBF16_ROWS * prod(w.shape[:-2]): return None
+    from tg_core.device import Device
+    if not Device[x.device].renderer.caps.native_dpbf16: return None
+    if (k := x.shape[-1]) % 2:  # an odd K: a zero pair half, whose products add 0
+      x, w = x.pad(((0, 0),) * (x.ndim - 1) + ((0, 1),)), w.pad(((0, 0),) * (w.ndim - 2) + ((0, 1), (0, 0)))
+      k += 1
+    def pairs(t: Tensor) -> Tensor:  # (..., 2) bfloat16 -> (...) uint32, the first of each pair in the low half
+      lo, hi = (t[..., i].bitcast(dtypes.uint16).cast(dtypes.uint32) for i in (0, 1))
+      return (lo | (hi << 16)).contiguous()
+    n = w.shape[-1]
+    xa = pairs(x.reshape(*x.shape[:-1], k // 2, 2))  # (..., M, K/2)
+    wb = pairs(w.reshape(*w.shape[:-2], k // 2, 2, n).transpose(-1, -2))  # (..., K/2, N): B[2i, j] and B[2i+1, j] in one uint32
+    xa = xa.reshape(*xa.shape[:-1], 1, k // 2)
+    wb = wb.reshape(*wb.shape[:-2], 1, k // 2, n).transpose(-1, -2)
+    ret = xa.dpbf16(wb).sum(-1, dtype=dtypes.float32)
+    return ret if dtype is not None and to_dtype(dtype) == dtypes.float32 else ret.contiguous().cast(dtypes.bfloat16)
   def matmul(self, x: Tensor, reverse: bool = False, dtype: DTypeLike | None = None) -> Tensor:
     return x.dot(self, dtype=dtype) if reverse else self.dot(x, dtype=dtype)
 

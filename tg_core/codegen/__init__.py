@@ -15,6 +15,7 @@ from tg_core.uop.rewrite import graph_rewrite
 from tg_core.codegen.linearize import linearize
 from tg_core.codegen.transcendental import rewrite_transcendental
 from tg_core.codegen.dp4a import lower_dp4a
+from tg_core.codegen.dpbf16 import rewrite_dpbf16
 from tg_core.codegen.dtype_emulation import emulated_dtypes, rewrite_emulated_dtypes
 from tg_core.codegen.lowerer import ReduceContext, add_gpudims, lower_weak, merge_ends, pm_lower_reduce
 from tg_core.codegen.valid import pm_index_given_valid
@@ -89,8 +90,10 @@ def _native_reduce_filter(sink: UOp, ren: Renderer):  # type: ignore[no-untyped-
   return keep
 
 def _vector_dtypes(ren: Renderer) -> set | None:
-  """The dtypes the expander may make vectors of: the target's native ones (and the weak index int), None without vector_upcast."""
-  return (set(ren.caps.native_dtypes) - emulated_dtypes(ren)) | {dtypes.weakint} if ren.caps.vector_upcast else None
+  """The dtypes the expander may make vectors of: the target's native ones, those the core emulates for it (their vectors
+  are emulated lane-wise in vector ops: a bfloat16 store of a float32 sum encodes a whole vector) and the weak index int;
+  None without vector_upcast."""
+  return set(ren.caps.native_dtypes) | emulated_dtypes(ren) | {dtypes.weakint} if ren.caps.vector_upcast else None
 
 def simplified_kernel(ast: UOp) -> UOp:
   """The kernel AST as the opts see it: its index arithmetic simplified, and index math its validity implies dropped."""
@@ -101,8 +104,9 @@ def full_rewrite_to_sink(ast: UOp, ren: Renderer, opts: list[Opt] | None = None)
   simplify the index arithmetic; drop index math its validity implies; apply the opts (`opts`, else the kernel's own or
   the heuristic's, checked against `ren.caps`); expand UPCAST/UNROLL into straight-line code (vectors with
   caps.vector_upcast); output loops -> grid indices (caps.has_grid); REDUCE -> register accumulators, except the ones
-  the renderer reduces whole (caps.native_reduce_limit); merge the ENDs of one range; simplify again; the weak index
-  int -> int32/int64; approximate the EXP2/LOG2/SIN the target lacks (caps.native_transcendentals); emulate the small
+  the renderer reduces whole (caps.native_reduce_limit); merge the ENDs of one range; simplify again; fold a reduce's
+  accumulator into its DPBF16 steps and lower them where the target doesn't render them (caps.native_dpbf16); the weak
+  index int -> int32/int64; approximate the EXP2/LOG2/SIN the target lacks (caps.native_transcendentals); emulate the small
   floats it lacks (caps.native_dtypes); the renderer's own rules (caps.extra_matcher). With SPEC the result is checked
   against spec_program."""
   sink = simplified_kernel(ast)
@@ -113,6 +117,7 @@ def full_rewrite_to_sink(ast: UOp, ren: Renderer, opts: list[Opt] | None = None)
   sink = graph_rewrite(sink, pm_lower_reduce, ctx=ReduceContext(_native_reduce_filter(sink, ren)), name="lower reduce")
   sink = merge_ends(sink)
   sink = graph_rewrite(sink, _symbolic(), name="simplify lowered")
+  sink = rewrite_dpbf16(sink, ren.caps.native_dpbf16)
   sink = lower_weak(sink)
   sink = rewrite_transcendental(sink, ren)
   sink = rewrite_emulated_dtypes(sink, ren)

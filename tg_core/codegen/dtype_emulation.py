@@ -122,6 +122,9 @@ def _rw_cast(x: UOp, s: UOp, ctx: frozenset[DType]) -> UOp | None:
   return None  # CAST(float32, D): the value of D as float32, collapses when the source is rewritten
 
 def _rw_bitcast(x: UOp, s: UOp, ctx: frozenset[DType]) -> UOp | None:
+  # a load of D's bits from memory bitcast to its storage dtype is that load (no decode and re-encode: NaN payloads stay)
+  if s.op is Ops.LOAD and len(s.src) == 1 and s.dtype.scalar() in ctx and x.dtype.scalar() == _store_dt(s.dtype.scalar(), s.src[0].addrspace):
+    return UOp(Ops.LOAD, x.dtype, s.src, s.arg)
   if x.dtype.scalar() in ctx: return decode(s.bitcast(_v(STORAGE[x.dtype.scalar()], x)), x.dtype.scalar())
   if s.dtype.scalar() in ctx: return encode(s.cast(_v(dtypes.float32, s)), s.dtype.scalar()).bitcast(x.dtype)
   return None

@@ -18,7 +18,7 @@ class CantVectorize(Exception):
 # ops with a vector form in the program IR (the renderer lowers them lane-wise or with vector instructions)
 _VEC_OPS = {Ops.ADD, Ops.SUB, Ops.MUL, Ops.MAX, Ops.NEG, Ops.WHERE, Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ, Ops.AND, Ops.OR, Ops.XOR,
             Ops.FDIV, Ops.IDIV, Ops.MOD, Ops.SHL, Ops.SHR, Ops.RECIPROCAL, Ops.SQRT, Ops.TRUNC, Ops.MULACC, Ops.CAST, Ops.BITCAST,
-            Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.DP4A}
+            Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.DP4A, Ops.DPBF16}
 
 def _add_terms(u: UOp) -> list[UOp]:
   out, todo = [], [u]

@@ -82,6 +82,9 @@ class RendererCaps:
   # the renderer renders Ops.DP4A (a 4-byte integer dot product step) itself; else codegen lowers it to shifts, multiplies and adds
   # (codegen/dp4a.py)
   native_dp4a: bool = False
+  # the renderer renders Ops.DPBF16 (c + a dot product of two pairs of bfloat16, packed in uint32s) itself; else codegen lowers
+  # it to shifts, multiplies and adds (codegen/dpbf16.py). Tensor.matmul of two bfloat16 tensors computes through it where set
+  native_dpbf16: bool = False
   # a REDUCE spanning at most this many elements (grid included) is left whole for the renderer to reduce natively
   # (the PYTHON interpreter runs it as one numpy reduction); 0: every REDUCE is lowered to a loop with a register accumulator
   native_reduce_limit: int = 0

@@ -513,6 +513,7 @@ class LLVMKernelWriter:
       ct = ltype(u.src[0].dtype)
       return self.emit(f"select {ct} {src[0]}, {t} {src[1]}, {t} {src[2]}")
     if op is Ops.DP4A: return self.dp4a(u, src, t)
+    if op is Ops.DPBF16: return self.dpbf16(u, src, t)
     if op is Ops.MULACC:
       if isf: return self.emit(f"fadd {t} {self.emit(f'fmul {t} {src[0]}, {src[1]}')}, {src[2]}")
       return self.emit(f"add {t} {self.emit(f'mul {t} {src[0]}, {src[1]}')}, {src[2]}")
@@ -534,6 +535,10 @@ class LLVMKernelWriter:
   def dp4a(self, u: UOp, src: list[str], t: str) -> str:
     """Ops.DP4A: a renderer that declares caps.native_dp4a renders it here; codegen lowers it for the others."""
     raise NotImplementedError(f"{type(self.renderer).__name__} doesn't declare caps.native_dp4a: DP4A should have been lowered")
+
+  def dpbf16(self, u: UOp, src: list[str], t: str) -> str:
+    """Ops.DPBF16: a renderer that declares caps.native_dpbf16 renders it here; codegen lowers it for the others."""
+    raise NotImplementedError(f"{type(self.renderer).__name__} doesn't declare caps.native_dpbf16: DPBF16 should have been lowered")
 
   def _int_unary_unsupported(self, op: Ops) -> str: raise NotImplementedError(f"{op} on ints")
 

@@ -42,8 +42,10 @@ class Ops(FastEnum):
   CMPLT = auto(); CMPNE = auto(); CMPEQ = auto(); XOR = auto(); OR = auto(); AND = auto()  # noqa: E702
   THREEFRY = auto(); SUB = auto(); FDIV = auto(); POW = auto()  # noqa: E702
   # ternary ALU. DP4A (int32 a, b, c): c + the sum over the 4 bytes k of int8(a_k) * max(int8(b_k), -127), an integer dot
-  # product step (b's bytes saturate to a symmetric int8 so that x86's u8 x i8 multiply-add pairs lower it exactly)
-  WHERE = auto(); MULACC = auto(); DP4A = auto()  # noqa: E702
+  # product step (b's bytes saturate to a symmetric int8 so that x86's u8 x i8 multiply-add pairs lower it exactly).
+  # DPBF16 (uint32 a, b; float32 c): c + lo(a) * lo(b) + hi(a) * hi(b), lo/hi the bfloat16 values in each uint32's low/high
+  # 16 bits (a pair of bfloat16 along a matmul's K): the products are exact in float32, the sum rounds in float32
+  WHERE = auto(); MULACC = auto(); DP4A = auto(); DPBF16 = auto()  # noqa: E702
   # escape hatches and backend-specific nodes
   CUSTOM = auto(); CUSTOMI = auto(); GETADDR = auto(); INS = auto()  # noqa: E702
 
@@ -51,7 +53,7 @@ class GroupOp:
   Unary = {Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIPROCAL, Ops.NEG, Ops.TRUNC}
   Binary = {Ops.ADD, Ops.MUL, Ops.IDIV, Ops.MAX, Ops.MOD, Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ, Ops.XOR, Ops.SHL, Ops.SHR,
             Ops.OR, Ops.AND, Ops.THREEFRY, Ops.SUB, Ops.FDIV, Ops.POW}
-  Ternary = {Ops.WHERE, Ops.MULACC, Ops.DP4A}
+  Ternary = {Ops.WHERE, Ops.MULACC, Ops.DP4A, Ops.DPBF16}
   ALU = set.union(Unary, Binary, Ternary)
   Irreducible = {Ops.CONST, Ops.RANGE, Ops.SPECIAL, Ops.PARAM, Ops.BUFFER}
   Movement = {Ops.RESHAPE, Ops.EXPAND, Ops.PERMUTE, Ops.PAD, Ops.SHRINK, Ops.FLIP}

@@ -3,6 +3,7 @@ from __future__ import annotations
 import functools
 import itertools
 import math
+import struct
 import weakref
 from dataclasses import dataclass
 from enum import Enum
@@ -696,7 +697,11 @@ python_alu: dict[Ops, Callable[..., Any]] = {
   Ops.CMPLT: lambda x, y: x < y, Ops.CMPNE: lambda x, y: x != y, Ops.CMPEQ: lambda x, y: x == y,
   Ops.XOR: lambda x, y: x ^ y, Ops.OR: lambda x, y: x | y, Ops.AND: lambda x, y: x & y,
   Ops.MOD: cmod, Ops.IDIV: cdiv, Ops.FDIV: _safe_div, Ops.POW: lambda x, y: x ** y,
-  Ops.MULACC: lambda x, y, z: x * y + z, Ops.WHERE: lambda x, y, z: y if x else z, Ops.DP4A: lambda a, b, c: c + _dp4a_sum(a, b)}
+  Ops.MULACC: lambda x, y, z: x * y + z, Ops.WHERE: lambda x, y, z: y if x else z, Ops.DP4A: lambda a, b, c: c + _dp4a_sum(a, b),
+  Ops.DPBF16: lambda a, b, c: _f32(_f32(c + _bf16_bits(a & 0xFFFF) * _bf16_bits(b & 0xFFFF)) + _bf16_bits(a >> 16) * _bf16_bits(b >> 16))}
+
+def _bf16_bits(v: int) -> float: return struct.unpack("<f", struct.pack("<I", (v & 0xFFFF) << 16))[0]
+def _f32(x: float) -> float: return struct.unpack("<f", struct.pack("<f", x))[0] if math.isfinite(x) else x
 
 def _dp4a_sum(a: int, b: int) -> int:
   """Ops.DP4A's sum of byte products: the 4 bytes of a as int8, times those of b as int8 saturated to -127..127."""

@@ -169,3 +169,31 @@ def test_vector_dp4a(lanes: int):
   want = c + (a.view(np.int8).reshape(64, 4).astype(np.int64) * np.maximum(b.view(np.int8).reshape(64, 4).astype(np.int64), -127)).sum(-1)
   np.testing.assert_array_equal(out, want.astype(np.int32))
   if Device["CPU"].renderer.avx2: assert ("@llvm.x86.avx2.pmadd.ub.sw" in src) == (lanes == 8)
+
+@pytest.mark.parametrize("lanes", [32, 16, 8, 4, 2])
+def test_vector_dpbf16(lanes: int):
+  # DPBF16 on a vector: 16 lanes take vdpbf16ps on a zmm, 8 and 4 its VL forms, 32 two zmm halves (where the host has
+  # AVX512_BF16), 2 the portable IR; numpy's reference sums the exact bfloat16 products in float64
+  bits = rng.standard_normal((4, 64), dtype=np.float32).view(np.uint32) >> 16  # bfloat16 values (truncated float32 normals)
+  bits[:, :4] = [[0x3F80, 0x7F7F, 0xC000, 0x0001]] * 4  # 1, bfloat16's max (the product overflows to inf), -2, a denormal
+  vals = (bits << 16).view(np.float32).astype(np.float64)
+  c = rng.standard_normal(64).astype(np.float32)
+  ta, tb = (Tensor(bits[i] | (bits[i + 1] << 16), dtype=dtypes.uint32, device="CPU") for i in (0, 2))
+  out, src = run(ta.dpbf16(tb, Tensor(c, device="CPU")), [Opt(OptOps.UPCAST, 0, lanes)])
+  with np.errstate(over="ignore", invalid="ignore"): want = c + vals[0] * vals[2] + vals[1] * vals[3]
+  fin = np.isfinite(want) & (np.abs(want) < 2.0 ** 128)
+  np.testing.assert_array_equal(np.isinf(out), ~fin)
+  # vdpbf16ps treats denormal bfloat16 inputs as 0: a product with one (lane 3, < 2^-120) is below float32's rounding of c
+  mag = np.abs(c) + np.abs(vals[0] * vals[2]) + np.abs(vals[1] * vals[3])
+  assert (np.abs(out[fin] - want[fin]) <= mag[fin] * 2 ** -23 + 2.0 ** -120).all()
+  native = Device["CPU"].renderer.caps.native_dpbf16
+  assert ("@llvm.x86.avx512bf16.dpbf16ps" in src) == (native and lanes >= 4)
+
+def test_bf16_matmul_kernel_uses_vdpbf16ps():
+  # the heuristic's tiles and packed panels for the pair matmul: the inner loop is vdpbf16ps on zmm accumulators
+  if not Device["CPU"].renderer.caps.native_dpbf16: pytest.skip("the host has no AVX512_BF16")
+  a = Tensor(rng.standard_normal((256, 256), dtype=np.float32), device="CPU").cast(dtypes.bfloat16)
+  b = Tensor(rng.standard_normal((256, 256), dtype=np.float32), device="CPU").cast(dtypes.bfloat16)
+  items, _ = create_schedule(UOp.sink((a @ b).uop))
+  srcs = [get_program(si.ast, Device["CPU"].renderer).src for si in items]
+  assert sum("@llvm.x86.avx512bf16.dpbf16ps.512" in s for s in srcs) == 1

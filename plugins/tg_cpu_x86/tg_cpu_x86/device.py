@@ -45,6 +45,10 @@ def _native_dtypes(base: frozenset) -> frozenset:
   it, for double -> half only (libgcc's __truncdfhf2): where that doesn't resolve, float16 stays emulated."""
   return base | {dtypes.float16} if "+f16c" in host_features() and resolves("__truncdfhf2") else base
 
+def _has_dpbf16() -> bool:
+  """The host has vdpbf16ps in every width the renderer uses (AVX512_BF16; 8 and 4 lanes take AVX512VL's forms)."""
+  return {"+avx512bf16", "+avx512vl"} <= host_features()
+
 class HostLLVMRenderer(LLVMRenderer):
   """The LLVM renderer with the host's caps: its SIMD width, register tile and caches; the only arch it targets is the host's
   (kernels run here): DEV=CPU:LLVM:<other> is an error. Made when codegen first needs it (the device lists the class), by when
@@ -53,7 +57,8 @@ class HostLLVMRenderer(LLVMRenderer):
     super().__init__()
     self.caps = dataclasses.replace(self.caps, vector_width=vector_width(), big_reduce_tile=register_tile(), cache_sizes=_cache_sizes(),
                                     archs=(host_target()[1],), arch=host_target()[1], native_dtypes=_native_dtypes(self.caps.native_dtypes),
-                                    native_dp4a="+avx2" in host_features())
+                                    native_dp4a="+avx2" in host_features(),
+                                    native_dpbf16=_has_dpbf16())
     self.avx2 = "+avx2" in host_features()
     self.fma = "+fma" in host_features()
   @classmethod

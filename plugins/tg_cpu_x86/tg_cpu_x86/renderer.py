@@ -109,6 +109,37 @@ class _CPUKernelWriter(LLVMKernelWriter):
       acc = self.emit(f"add {vt} {acc}, {self.emit(f'shufflevector {wt} {prod}, {wt} poison, <{n} x i32> <{lanes}>')}")
     return acc if n > 1 else self.emit(f"extractelement <1 x i32> {acc}, i32 0")
 
+  def dpbf16(self, u: UOp, src: list[str], t: str) -> str:
+    """DPBF16 with AVX512_BF16's vdpbf16ps (the renderer declares caps.native_dpbf16 only where the host has it): 16 lanes a
+    zmm instruction, 8 and 4 the VL forms, wider vectors (a power of two) in chunks of 16. Other widths: the same value in
+    portable IR (each bfloat16 moved to the top of a float32, multiplied, added). Intel documents vdpbf16ps as treating
+    denormal inputs and results as 0."""
+    n = u.dtype.count
+    if n > 16 and n % 16 == 0 and n & (n - 1) == 0:
+      def part(v: str, ty: str, j: int) -> str:
+        return self.emit(f"shufflevector <{n} x {ty}> {v}, <{n} x {ty}> poison, <16 x i32> <{', '.join(f'i32 {16 * j + i}' for i in range(16))}>")
+      outs = [self._dpbf16_vec(16, part(src[0], "i32", j), part(src[1], "i32", j), part(src[2], "float", j)) for j in range(n // 16)]
+      while len(outs) > 1:  # concatenate pairwise: shufflevector takes two vectors of one width
+        w = 16 * (n // 16 // len(outs))
+        lanes = ", ".join(f"i32 {x}" for x in range(2 * w))
+        outs = [self.emit(f"shufflevector <{w} x float> {outs[i]}, <{w} x float> {outs[i + 1]}, <{2 * w} x i32> <{lanes}>") for i in range(0, len(outs), 2)]
+      return outs[0]
+    if n in (4, 8, 16): return self._dpbf16_vec(n, src[0], src[1], src[2])
+    it, ft = (f"<{n} x i32>", f"<{n} x float>") if n > 1 else ("i32", "float")
+    def halves(v: str) -> tuple[str, str]:
+      lo = self.emit(f"shl {it} {v}, {lconst(16, u.src[0].dtype)}")
+      hi = self.emit(f"and {it} {v}, {lconst(0xFFFF0000, u.src[0].dtype)}")
+      return self.emit(f"bitcast {it} {lo} to {ft}"), self.emit(f"bitcast {it} {hi} to {ft}")
+    (alo, ahi), (blo, bhi) = halves(src[0]), halves(src[1])
+    acc = self.emit(f"fadd {ft} {src[2]}, {self.emit(f'fmul {ft} {alo}, {blo}')}")
+    return self.emit(f"fadd {ft} {acc}, {self.emit(f'fmul {ft} {ahi}, {bhi}')}")
+
+  def _dpbf16_vec(self, n: int, a: str, b: str, c: str) -> str:
+    bt, ft = f"<{2 * n} x bfloat>", f"<{n} x float>"
+    ab, bb = (self.emit(f"bitcast <{n} x i32> {v} to {bt}") for v in (a, b))
+    name = f"llvm.x86.avx512bf16.dpbf16ps.{32 * n}"
+    return self.intrinsic(name, ft, [(ft, c), (bt, ab), (bt, bb)])
+
   def loop_bounds(self, u: UOp, t: str, end: str) -> tuple[str, str]:
     start, stop = "0", end
     if u is self.split:

@@ -289,7 +289,9 @@ def _loop_order(ast: UOp, caches: tuple[int, ...]) -> list[Opt]:
   out_bytes = sum(nbytes(u) for u in mem if u.op is Ops.STORE)
   loads = [(u, access_strides(u, reds[0], Ops.LOAD)[-1]) for u in mem if u.op is Ops.LOAD]
   strided = [u for u, st in loads if st not in (0, 1)]
-  if len(strided) != 1 or nbytes(strided[0]) <= caches[1] or nbytes(strided[0]) < out_bytes: return []
+  # (sizes per K row: a DPBF16 step takes two K rows in each element of its strided operand, where an fp32 matmul's takes one)
+  per_step = 2 if any(u.op is Ops.DPBF16 for u in ast.toposort()) else 1
+  if len(strided) != 1 or nbytes(strided[0]) <= caches[1] or per_step * nbytes(strided[0]) < out_bytes: return []
   if not uses(strided[0], inner) or uses(strided[0], outer): return []
   # the loop of the strided operand (`inner` now) goes outside the streamed operand's loop (`outer` now)
   return [Opt(OptOps.SWAP, axes.index(outer), axes.index(inner))]
