@@ -54,7 +54,9 @@ class HostLLVMRenderer(LLVMRenderer):
     self.caps = dataclasses.replace(self.caps, vector_width=vector_width(), big_reduce_tile=register_tile(), cache_sizes=_cache_sizes(),
                                     archs=(host_target()[1],), arch=host_target()[1], native_dtypes=_native_dtypes(self.caps.native_dtypes),
                                     native_dp4a="+avx2" in host_features())
-    self.avx2 = "+avx2" in host_features()
+    feats = host_features()
+    self.avx2, self.avx512, self.avx512vnni, self.avx512vl = ("+avx2" in feats, "+avx512f" in feats, "+avx512vnni" in feats,
+                                                              "+avx512vl" in feats)
   @classmethod
   def target_name(cls) -> str: return LLVMRenderer.target_name()  # "LLVM", as DEV=CPU:LLVM names it
 
