@@ -192,3 +192,25 @@ def test_vector_dp4a(lanes: int, path: str, signed_a: bool):
   np.testing.assert_array_equal(out, ((want + 2**31) % 2**32 - 2**31).astype(np.int32))
   assert ("@llvm.x86.avx512.vpdpbusd" in src) == (path == "vnni" and lanes in (8, 16))
   assert ("@llvm.x86.avx2.pmadd.ub.sw" in src) == (path == "avx2" and lanes in (8, 16))
+
+@pytest.mark.parametrize("path", ["vnni", "avx2"])
+def test_vector_dp4a_broadcast_b_full_opt(path: str):
+  # 16 lanes of DP4A against one broadcast word of b (a matvec's x), compiled at the full optimization level: LLVM's x86 backend
+  # looped forever on the 512-bit saturating max of the broadcast until the renderer froze it
+  from tg_cpu_x86.compiler import full_tier
+  from tg_cpu_x86.runtime import CPUProgram
+  w = rng.integers(-2**31, 2**31, (16, 16)).astype(np.int32)  # 16 words of 16 rows, the rows innermost (interleaved, as tg_gguf holds them)
+  b = rng.integers(0, 256, 64, dtype=np.uint8)
+  b[:4] = 0x80
+  ta = Tensor(w, device="CPU").T
+  tb = Tensor(b.view(np.int32), dtype=dtypes.int32, device="CPU").reshape(1, 16).expand(16, 16)
+  t = ta.dp4a(tb).sum(-1, dtype=dtypes.int32)
+  items, _ = create_schedule(UOp.sink(t.uop))
+  si, dev = items[-1], Device["CPU"]
+  p = get_program(si.ast, path_renderer(path), [Opt(OptOps.UPCAST, 0, 16)])
+  prg = CPUProgram("CPU", p.name, dev.compiler.compile(full_tier(p.src)))
+  bufs = [buffer_of(x) for x in si.bufs]
+  prg(*[x._buf for x in bufs])
+  rows = np.ascontiguousarray(w.T).view(np.int8).reshape(16, 64).astype(np.int64)  # row r: its 16 words' bytes
+  want = (rows * np.maximum(b.view(np.int8).astype(np.int64), -127)).sum(-1)
+  np.testing.assert_array_equal(np.frombuffer(bytes(bufs[0].as_buffer()), dtype=np.int32), want.astype(np.int32))

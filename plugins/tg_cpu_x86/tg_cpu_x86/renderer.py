@@ -97,7 +97,9 @@ class _CPUKernelWriter(LLVMKernelWriter):
     n, r = u.dtype.count, self.renderer
     bt, wt = f"<{4 * n} x i8>", f"<{4 * n} x i32>"
     a, b = (self.emit(f"bitcast {t} {v} to {bt}") for v in src[:2])
-    b = self.intrinsic(f"llvm.smax.v{4 * n}i8", bt, [(bt, b), (bt, f"<{', '.join(['i8 -127'] * 4 * n)}>")])
+    # frozen: LLVM's x86 backend looped forever on a 512-bit vpmaxsb whose input is a broadcast (a 16-lane DP4A of x's word)
+    sat = self.intrinsic(f"llvm.smax.v{4 * n}i8", bt, [(bt, b), (bt, f"<{', '.join(['i8 -127'] * 4 * n)}>")])
+    b = self.emit(f"freeze {bt} {sat}")
     vnni = isinstance(r, LLVMRenderer) and r.avx512vnni and (n == 16 or (n == 8 and r.avx512vl))
     if vnni or (isinstance(r, LLVMRenderer) and r.avx2 and n % 8 == 0):
       neg = self.emit(f"icmp slt {bt} {a}, zeroinitializer")
