@@ -17,7 +17,7 @@ from _timing import cpu_model  # noqa: E402
 
 ISA = {"avx2": ("avx2",), "vnni": ("avx2", "avx512", "avx512vnni", "avx512vl")}
 
-def setup(fmt: str, rows: int, cols: int, lanes: int, isa: str, int8_dot: bool):
+def setup(fmt: str, rows: int, cols: int, lanes: int, isa: str, int8_dot: bool, copies: int = 1):
   import gguf
   from tg_core import Device, Tensor
   from tg_core.engine import realize
@@ -42,13 +42,13 @@ def setup(fmt: str, rows: int, cols: int, lanes: int, isa: str, int8_dot: bool):
     tx = Tensor(x, device="CPU").realize()
     ref = gguf.quants.dequantize(raw, qt).reshape(rows, cols).astype(np.float64) @ x.reshape(cols).astype(np.float64)
     if int8_dot and fmt in DOT:
-      dz = Weights._dot(Weights._interleave_words(raw, rows, "CPU", lanes), f, rows, cols)
-      fn, tol = (lambda t: Transformer.dot_matvec(t, dz)), 2e-2
+      dzs = [Weights._dot(Weights._interleave_words(raw, rows, "CPU", lanes), f, rows, cols) for _ in range(copies)]
+      fn, tol = (lambda t: Tensor.stack(*[Transformer.dot_matvec(t, dz).contiguous().realize() for dz in dzs])), 2e-2
     else:
-      lanes_buf = Weights._interleave(Tensor(raw, device="CPU").realize(), rows, lanes)
-      wb, fz = Weights._blocked(lanes_buf, f, rows, cols), Weights._factored(lanes_buf, f, rows, cols)
-      fn, tol = (lambda t: Transformer.matvec(t, wb, fz)), 1e-3
-    got = fn(tx).numpy().reshape(rows)
+      bufs = [Weights._interleave(Tensor(raw, device="CPU").realize(), rows, lanes) for _ in range(copies)]
+      views = [(Weights._blocked(b, f, rows, cols), Weights._factored(b, f, rows, cols)) for b in bufs]
+      fn, tol = (lambda t: Tensor.stack(*[Transformer.matvec(t, wb, fz).contiguous().realize() for wb, fz in views])), 1e-3
+    got = fn(tx).numpy().reshape(copies, rows)[-1]
     assert np.allclose(got, ref, atol=tol * np.abs(ref).max()), f"{fmt} {rows}x{cols} {lanes}:{isa}: max err {np.abs(got - ref).max()}"
     j = TinyJit(lambda t: fn(t).contiguous().realize())
     for _ in range(3): j(tx)
@@ -62,6 +62,8 @@ def main() -> None:
   ap.add_argument("--runs", type=int, default=200)
   ap.add_argument("--only", default="", help="comma-separated formats (default: all)")
   ap.add_argument("--variants", default="8:avx2,8:vnni,16:vnni", help="lanes:isa, comma-separated (isa: avx2 or vnni)")
+  ap.add_argument("--copies", type=int, default=1, help="this many copies of each matrix, run in turn (more than the L3 "
+                  "holds: the weights come from memory, as in a decode step over a whole model)")
   ap.add_argument("--float", action="store_true", help="the float matvec (factored/dequantized) for the integer-dot formats too")
   args = ap.parse_args()
   variants = [(int(v.split(":")[0]), v.split(":")[1]) for v in args.variants.split(",")]
@@ -70,7 +72,7 @@ def main() -> None:
   only = set(args.only.split(",")) if args.only else None
   for fmt, rows, cols, what in SHAPES:
     if only and fmt not in only: continue
-    caps = [setup(fmt, rows, cols, ln, isa, not args.float) for ln, isa in variants]
+    caps = [setup(fmt, rows, cols, ln, isa, not args.float, args.copies) for ln, isa in variants]
     best = [float("inf")] * len(caps)
     for _ in range(args.runs):
       for i, cap in enumerate(caps):

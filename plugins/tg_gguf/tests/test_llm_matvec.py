@@ -13,7 +13,7 @@ from tg_core.codegen.opt.heuristic import _row_lanes_reduce
 from tg_core.device import Device
 from tg_core.engine.realize import run_schedule
 from tg_gguf.ggml_types import BY_NAME
-from tg_gguf.llm.model import ROW_LANES, WIDE_ROW_LANES, Transformer, Weights, row_lanes, row_lanes_view
+from tg_gguf.llm.model import ROW_LANES, WIDE_MAX_ROWS, WIDE_ROW_LANES, Transformer, Weights, row_lanes, row_lanes_view
 from tg_gguf.reader import format_for
 
 gguf = pytest.importorskip("gguf")
@@ -168,9 +168,10 @@ def test_word_interleaved_lanes_keep_the_blocks():
     np.testing.assert_array_equal(row_lanes_view(lanes, bb).numpy(), raw)
 
 def test_row_lanes_follow_the_vector_width(monkeypatch: pytest.MonkeyPatch):
-  """16 rows a vector where the renderer's vectors hold 16 fp32 lanes (AVX-512) and 16 divides the rows, else 8 (AVX2), else none."""
+  """16 rows a vector where the renderer's vectors hold 16 fp32 lanes (AVX-512), 16 divides the rows and they are at most
+  WIDE_MAX_ROWS, else 8 (AVX2), else none."""
   import dataclasses
   r = Device["CPU"].renderer
-  for width, rows, want in ((16, 48, 16), (16, 40, 8), (16, 12, 0), (8, 48, 8), (8, 40, 8), (8, 12, 0)):
+  for width, rows, want in ((16, 48, 16), (16, 40, 8), (16, 12, 0), (16, WIDE_MAX_ROWS + 16, 8), (8, 48, 8), (8, 40, 8), (8, 12, 0)):
     monkeypatch.setattr(r, "caps", dataclasses.replace(r.caps, vector_width=width))
     assert row_lanes("CPU", rows) == want, (width, rows)

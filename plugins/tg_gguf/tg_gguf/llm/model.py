@@ -89,13 +89,18 @@ SCALE_GROUP = {"Q2_K": 16, "Q3_K": 16, "Q4_K": 32, "Q5_K": 32, "Q6_K": 16}
 # the vector lanes (tg_core's heuristic: _row_lanes_reduce), each load reads a byte of every lane's row, and each row's fp16 scales
 # are decoded once per vector of rows where they were decoded by scalar ops row by row (AVX2: 8 fp32 lanes)
 ROW_LANES = 8
-# on a host with 16 fp32 lanes (AVX-512) rows are interleaved by 16 where the row count allows (row_lanes)
+# on a host with 16 fp32 lanes (AVX-512) rows are interleaved by 16 where the row count allows (row_lanes): the layer matvecs ran
+# faster so, streamed from memory or not. Not a matrix of more than WIDE_MAX_ROWS rows (the vocabulary-sized output matrix, Q8_0
+# in both models): its integer matvec ran slower at 16 rows a vector, L3-resident or not (cause not found)
 WIDE_ROW_LANES = 16
+WIDE_MAX_ROWS = 16384
 
 def row_lanes(device: str, rows: int) -> int:
   """How many rows a `rows`-row quantized matrix on `device` is interleaved by: WIDE_ROW_LANES where the device's vectors hold that
-  many fp32 lanes and it divides the rows, else ROW_LANES; 0 where ROW_LANES doesn't divide the rows either (held as stored)."""
-  if Device[device].renderer.caps.vector_width >= WIDE_ROW_LANES and rows % WIDE_ROW_LANES == 0: return WIDE_ROW_LANES
+  many fp32 lanes, it divides the rows and they are at most WIDE_MAX_ROWS, else ROW_LANES; 0 where ROW_LANES doesn't divide the
+  rows either (held as stored)."""
+  if Device[device].renderer.caps.vector_width >= WIDE_ROW_LANES and rows % WIDE_ROW_LANES == 0 and rows <= WIDE_MAX_ROWS:
+    return WIDE_ROW_LANES
   return ROW_LANES if rows % ROW_LANES == 0 else 0
 
 # decode attention reads the KV cache in blocks of this many positions (Transformer.decode_attend): a constant inner axis the kernels
