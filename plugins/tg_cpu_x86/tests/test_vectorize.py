@@ -12,15 +12,16 @@ from tg_core.codegen.vectorize import affine
 from tg_core.device import Device
 from tg_core.dtype import dtypes
 from tg_core.engine.realize import buffer_of
+from tg_core.renderer import Renderer
 from tg_core.schedule import create_schedule
 from tg_core.uop.ops import AxisType, UOp
 
-def run(t: Tensor, opts: list[Opt]) -> tuple[np.ndarray, str]:
+def run(t: Tensor, opts: list[Opt], renderer: Renderer | None = None) -> tuple[np.ndarray, str]:
   items, _ = create_schedule(UOp.sink(t.uop))
   assert len(items) == 1, f"expected one kernel, got {len(items)}"
   si = items[0]
   dev = Device["CPU"]
-  p = get_program(si.ast, dev.renderer, opts)
+  p = get_program(si.ast, renderer or dev.renderer, opts)
   prg = dev.runtime("CPU", p.name, dev.compiler.compile(p.src))
   bufs = [buffer_of(b) for b in si.bufs]
   prg(*[b._buf for b in bufs])
@@ -139,36 +140,80 @@ def test_transpose_tiles_both_axes():
   assert [o.op for o in opts] == [OptOps.UPCAST, OptOps.UPCAST] and opts[1].axis == 0
   np.testing.assert_equal(t.numpy(), x.T)
 
+# the x86 instruction sets the CPU renderer can use for shifts and DP4A: a host renderer with the others switched off renders the
+# code an older host gets (the host runs it: each set's instructions are a subset of the next's)
+PATHS = {"vnni": ("avx2", "avx512", "avx512vnni", "avx512vl"), "avx512": ("avx2", "avx512"), "avx2": ("avx2",), "portable": ()}
+
+def path_renderer(path: str) -> Renderer:
+  """The host's renderer with only PATHS[path]'s instruction sets on; skips where the host lacks them."""
+  dev = Device["CPU"]
+  if not all(getattr(dev.renderer, f) for f in PATHS[path]): pytest.skip(f"the host has no {path}")
+  r = type(dev.renderer)()
+  for f in PATHS["vnni"]: setattr(r, f, f in PATHS[path])
+  return r
+
+@pytest.mark.parametrize("path", ["avx512", "avx2", "portable"])
+@pytest.mark.parametrize("lanes", [16, 8, 4])
 @pytest.mark.parametrize("op", ["shr", "shl"])
 @pytest.mark.parametrize("signed", [True, False])
-def test_vector_variable_shift_out_of_range(op: str, signed: bool):
-  # amounts >= 32 (and negative ones, as unsigned) shift everything out: 0, or the sign for an arithmetic right shift; on an
-  # AVX2 host the vector shift is its instruction (vpsrlvd/vpsravd/vpsllvd), which gives exactly that without the guard
+def test_vector_variable_shift_out_of_range(op: str, signed: bool, lanes: int, path: str):
+  # amounts >= 32 (and negative ones, as unsigned) shift everything out: 0, or the sign for an arithmetic right shift; the
+  # vector shift instructions (AVX2's vpsrlvd/vpsravd/vpsllvd on 4/8 lanes, AVX-512F's on 16) give exactly that without the guard
   npdt, dt = (np.int32, dtypes.int32) if signed else (np.uint32, dtypes.uint32)
   x = rng.integers(-2**31 if signed else 0, 2**31, 64).astype(npdt)
   s = np.concatenate([np.arange(40), rng.integers(-3, 70, 24)]).astype(npdt)
   tx, ts = Tensor(x, dtype=dt, device="CPU"), Tensor(s, dtype=dt, device="CPU")
-  out, src = run((tx >> ts) if op == "shr" else (tx << ts), [Opt(OptOps.UPCAST, 0, 8)])
+  out, src = run((tx >> ts) if op == "shr" else (tx << ts), [Opt(OptOps.UPCAST, 0, lanes)], path_renderer(path))
   amt = s.astype(np.uint32).astype(np.int64)
   wide = x.astype(np.int64) if signed else x.astype(np.uint32).astype(np.int64)
   if op == "shr": want = np.where(amt >= 32, np.where(wide < 0, -1, 0), wide >> np.minimum(amt, 31))
   else: want = np.where(amt >= 32, 0, wide << np.minimum(amt, 31))
   np.testing.assert_array_equal(out.view(np.uint32), (want & 0xFFFFFFFF).astype(np.uint32))
-  if Device["CPU"].renderer.avx2: assert "@llvm.x86.avx2.ps" in src
+  assert ("@llvm.x86.avx2.ps" in src) == (path != "portable" and lanes in (4, 8))
+  assert ("@llvm.x86.avx512.ps" in src) == (path == "avx512" and lanes == 16)
 
-@pytest.mark.parametrize("lanes", [8, 4, 2])
-def test_vector_dp4a(lanes: int):
-  # DP4A on a vector: 8 lanes take AVX2's byte multiply-add pairs (where the host has them), other widths the portable IR; the
-  # bytes include -128 (a's and b's), whose b side saturates to -127 by the op's definition
-  a = rng.integers(0, 256, 256, dtype=np.uint8)
-  b = rng.integers(0, 256, 256, dtype=np.uint8)
+@pytest.mark.parametrize("path", ["vnni", "avx2", "portable"])
+@pytest.mark.parametrize("lanes", [16, 8, 4, 2])
+@pytest.mark.parametrize("signed_a", [True, False])
+def test_vector_dp4a(lanes: int, path: str, signed_a: bool):
+  # DP4A on a vector against numpy's int64 products: vpdpbusd with AVX512-VNNI (16 lanes; 8 with AVX512-VL), AVX2's byte
+  # multiply-add pairs (8 lanes a step), the portable IR for other widths. The bytes include -128 (a's and b's), whose b side
+  # saturates to -127 by the op's definition, and sums near int32's ends, where the accumulate wraps. `signed_a` False: a's
+  # bytes are known >= 0 (masked to 7 bits, as unpacked nibbles are), which folds the sign handling away
+  a = rng.integers(0, 256, 512, dtype=np.uint8)
+  b = rng.integers(0, 256, 512, dtype=np.uint8)
   a[:8], b[:8] = [0x80, 0x80, 0x7f, 0x81, 0, 0xff, 0x80, 1], [0x80, 0x7f, 0x80, 0x80, 0x80, 0x80, 0x81, 0x80]
-  c = rng.integers(-1000, 1000, 64).astype(np.int32)
+  c = rng.integers(-1000, 1000, 128).astype(np.int32)
+  c[:2] = [2**31 - 20000, -2**31 + 20000]
   ta, tb, tc = (Tensor(v.view(np.int32), dtype=dtypes.int32, device="CPU") for v in (a, b, c))
-  out, src = run(ta.dp4a(tb, tc), [Opt(OptOps.UPCAST, 0, lanes)])
-  want = c + (a.view(np.int8).reshape(64, 4).astype(np.int64) * np.maximum(b.view(np.int8).reshape(64, 4).astype(np.int64), -127)).sum(-1)
-  np.testing.assert_array_equal(out, want.astype(np.int32))
-  if Device["CPU"].renderer.avx2: assert ("@llvm.x86.avx2.pmadd.ub.sw" in src) == (lanes == 8)
+  if not signed_a: ta, a = ta & 0x7f7f7f7f, a & 0x7f
+  out, src = run(ta.dp4a(tb, tc), [Opt(OptOps.UPCAST, 0, lanes)], path_renderer(path))
+  want = c + (a.view(np.int8).reshape(128, 4).astype(np.int64) * np.maximum(b.view(np.int8).reshape(128, 4).astype(np.int64), -127)).sum(-1)
+  np.testing.assert_array_equal(out, ((want + 2**31) % 2**32 - 2**31).astype(np.int32))
+  assert ("@llvm.x86.avx512.vpdpbusd" in src) == (path == "vnni" and lanes in (8, 16))
+  assert ("@llvm.x86.avx2.pmadd.ub.sw" in src) == (path == "avx2" and lanes in (8, 16))
+
+@pytest.mark.parametrize("path", ["vnni", "avx2"])
+def test_vector_dp4a_broadcast_b_full_opt(path: str):
+  # 16 lanes of DP4A against one broadcast word of b (a matvec's x), compiled at the full optimization level: LLVM's x86 backend
+  # looped forever on the 512-bit saturating max of the broadcast until the renderer froze it
+  from tg_cpu_x86.compiler import full_tier
+  from tg_cpu_x86.runtime import CPUProgram
+  w = rng.integers(-2**31, 2**31, (16, 16)).astype(np.int32)  # 16 words of 16 rows, the rows innermost (interleaved, as tg_gguf holds them)
+  b = rng.integers(0, 256, 64, dtype=np.uint8)
+  b[:4] = 0x80
+  ta = Tensor(w, device="CPU").T
+  tb = Tensor(b.view(np.int32), dtype=dtypes.int32, device="CPU").reshape(1, 16).expand(16, 16)
+  t = ta.dp4a(tb).sum(-1, dtype=dtypes.int32)
+  items, _ = create_schedule(UOp.sink(t.uop))
+  si, dev = items[-1], Device["CPU"]
+  p = get_program(si.ast, path_renderer(path), [Opt(OptOps.UPCAST, 0, 16)])
+  prg = CPUProgram("CPU", p.name, dev.compiler.compile(full_tier(p.src)))
+  bufs = [buffer_of(x) for x in si.bufs]
+  prg(*[x._buf for x in bufs])
+  rows = np.ascontiguousarray(w.T).view(np.int8).reshape(16, 64).astype(np.int64)  # row r: its 16 words' bytes
+  want = (rows * np.maximum(b.view(np.int8).astype(np.int64), -127)).sum(-1)
+  np.testing.assert_array_equal(np.frombuffer(bytes(bufs[0].as_buffer()), dtype=np.int32), want.astype(np.int32))
 
 @pytest.mark.parametrize("lanes", [32, 16, 8, 4, 2])
 def test_vector_dpbf16(lanes: int):

@@ -59,8 +59,10 @@ class HostLLVMRenderer(LLVMRenderer):
                                     archs=(host_target()[1],), arch=host_target()[1], native_dtypes=_native_dtypes(self.caps.native_dtypes),
                                     native_dp4a="+avx2" in host_features(),
                                     native_dpbf16=_has_dpbf16())
-    self.avx2 = "+avx2" in host_features()
-    self.fma = "+fma" in host_features()
+    feats = host_features()
+    self.avx2, self.avx512, self.avx512vnni, self.avx512vl = ("+avx2" in feats, "+avx512f" in feats, "+avx512vnni" in feats,
+                                                              "+avx512vl" in feats)
+    self.fma = "+fma" in feats
   @classmethod
   def target_name(cls) -> str: return LLVMRenderer.target_name()  # "LLVM", as DEV=CPU:LLVM names it
 

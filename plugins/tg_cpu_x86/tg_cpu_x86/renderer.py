@@ -79,28 +79,44 @@ class _CPUKernelWriter(LLVMKernelWriter):
       self.label(run)
 
   def shift(self, u: UOp, src: list[str], t: str) -> str:
-    dt, b = u.dtype, u.src[1]
-    ok = isinstance(self.renderer, LLVMRenderer) and self.renderer.avx2 and dt.count in (4, 8) and _bits(dt) == 32 and ltype(b.dtype) == t
-    if not ok or (b.op is Ops.CONST and not isinstance(b.arg, tuple)): return super().shift(u, src, t)
-    name = f"llvm.x86.avx2.{_AVX2_SHIFTS[(u.op, dt.scalar() == dtypes.bool or dtypes.is_unsigned(dt.scalar()))]}.d{'.256' if dt.count == 8 else ''}"
+    dt, b, r = u.dtype, u.src[1], self.renderer
+    width = dt.count if isinstance(r, LLVMRenderer) and _bits(dt) == 32 and ltype(b.dtype) == t else 0
+    prefix = "avx2" if width in (4, 8) and r.avx2 else "avx512" if width == 16 and r.avx512 else None
+    if prefix is None or (b.op is Ops.CONST and not isinstance(b.arg, tuple)): return super().shift(u, src, t)
+    suffix = {4: "", 8: ".256", 16: ".512"}[width]
+    name = f"llvm.x86.{prefix}.{_AVX2_SHIFTS[(u.op, dt.scalar() == dtypes.bool or dtypes.is_unsigned(dt.scalar()))]}.d{suffix}"
     return self.intrinsic(name, t, [(t, src[0]), (t, src[1])])
 
   def dp4a(self, u: UOp, src: list[str], t: str) -> str:
-    """DP4A on 8 int32 lanes with AVX2's byte multiply-add pairs: |a| (u8) times b saturated to -127..127 and given a's sign
-    (i8), pairs summed to int16 (vpmaddubsw: the pair sums stay within 2 * 128 * 127, no saturation), then pairs of those to
-    int32 (vpmaddwd by 1). The abs and sign are plain IR, so a's known sign folds them away (unpacked nibbles are >= 0).
-    Other widths: the same value in portable IR (bytes sign-extended, multiplied, summed by lanes of 4)."""
-    n = u.dtype.count
+    """DP4A on int32 lanes. Both x86 paths multiply |a| (u8) by b saturated to -127..127 and given a's sign (i8): exact, and
+    the abs and sign are plain IR, so a's known sign folds them away (unpacked nibbles are >= 0). With AVX512-VNNI (8 lanes
+    also need AVX512-VL) vpdpbusd sums the 4 products onto each lane in one instruction (its accumulate wraps like an int32
+    add); with AVX2, per 8 lanes, the pairs are summed to int16 (vpmaddubsw: within 2 * 128 * 127, no saturation), then
+    pairs of those to int32 (vpmaddwd by 1), then added. Other widths: the same value in portable IR (bytes sign-extended,
+    multiplied, summed by lanes of 4)."""
+    n, r = u.dtype.count, self.renderer
     bt, wt = f"<{4 * n} x i8>", f"<{4 * n} x i32>"
     a, b = (self.emit(f"bitcast {t} {v} to {bt}") for v in src[:2])
-    b = self.intrinsic(f"llvm.smax.v{4 * n}i8", bt, [(bt, b), (bt, f"<{', '.join(['i8 -127'] * 4 * n)}>")])
-    if n == 8 and isinstance(self.renderer, LLVMRenderer) and self.renderer.avx2:
+    # frozen: LLVM's x86 backend looped forever on a 512-bit vpmaxsb whose input is a broadcast (a 16-lane DP4A of x's word)
+    sat = self.intrinsic(f"llvm.smax.v{4 * n}i8", bt, [(bt, b), (bt, f"<{', '.join(['i8 -127'] * 4 * n)}>")])
+    b = self.emit(f"freeze {bt} {sat}")
+    vnni = isinstance(r, LLVMRenderer) and r.avx512vnni and (n == 16 or (n == 8 and r.avx512vl))
+    if vnni or (isinstance(r, LLVMRenderer) and r.avx2 and n % 8 == 0):
       neg = self.emit(f"icmp slt {bt} {a}, zeroinitializer")
-      sb = self.emit(f"select <32 x i1> {neg}, {bt} {self.emit(f'sub {bt} zeroinitializer, {b}')}, {bt} {b}")
-      ua = self.intrinsic("llvm.abs.v32i8", bt, [(bt, a), ("i1", "false")])
-      p16 = self.intrinsic("llvm.x86.avx2.pmadd.ub.sw", "<16 x i16>", [(bt, ua), (bt, sb)])
-      p32 = self.intrinsic("llvm.x86.avx2.pmadd.wd", "<8 x i32>", [("<16 x i16>", p16), ("<16 x i16>", f"<{', '.join(['i16 1'] * 16)}>")])
-      return self.emit(f"add <8 x i32> {p32}, {src[2]}")
+      sb = self.emit(f"select <{4 * n} x i1> {neg}, {bt} {self.emit(f'sub {bt} zeroinitializer, {b}')}, {bt} {b}")
+      ua = self.intrinsic(f"llvm.abs.v{4 * n}i8", bt, [(bt, a), ("i1", "false")])
+      if vnni: return self.intrinsic(f"llvm.x86.avx512.vpdpbusd.{32 * n}", t, [(t, src[2]), (bt, ua), (bt, sb)])
+      parts = []
+      for h in range(n // 8):  # 8 lanes (one 256-bit register) at a time
+        pick = f"<{', '.join(f'i32 {32 * h + i}' for i in range(32))}>"
+        ha, hb = (self.emit(f"shufflevector {bt} {v}, {bt} poison, <32 x i32> {pick}") if n > 8 else v for v in (ua, sb))
+        p16 = self.intrinsic("llvm.x86.avx2.pmadd.ub.sw", "<16 x i16>", [("<32 x i8>", ha), ("<32 x i8>", hb)])
+        parts.append(self.intrinsic("llvm.x86.avx2.pmadd.wd", "<8 x i32>", [("<16 x i16>", p16), ("<16 x i16>", f"<{', '.join(['i16 1'] * 16)}>")]))
+      while len(parts) > 1:  # the halves joined back into one n-lane vector
+        k = 8 * len(parts) // 2
+        parts = [self.emit(f"shufflevector <{k} x i32> {x}, <{k} x i32> {y}, <{2 * k} x i32> <{', '.join(f'i32 {i}' for i in range(2 * k))}>")
+                 for x, y in zip(parts[::2], parts[1::2])]
+      return self.emit(f"add {t} {parts[0]}, {src[2]}")
     prod = self.emit(f"mul {wt} {self.emit(f'sext {bt} {a} to {wt}')}, {self.emit(f'sext {bt} {b} to {wt}')}")
     vt = t if n > 1 else "<1 x i32>"
     acc = src[2] if n > 1 else self.emit(f"insertelement <1 x i32> poison, i32 {src[2]}, i32 0")
@@ -175,9 +191,10 @@ class _CPUKernelWriter(LLVMKernelWriter):
             f"@{work_symbol(self.name)} = constant i64 {work}", "",
             f"define internal i64 @{self.sym}.body({bargs}) #1 {{", *body, "}", "", *wrap]
 
-# AVX2's variable shifts (vpsllvd, vpsrlvd, vpsravd): an amount >= 32 gives 0 (the sign for the arithmetic one), which is the
-# value tg defines, so they need none of the portable guard's compare, mask and select (3 vector ops per shift: a matvec over
-# 4- and 5-bit quantized weights shifts each element by an amount read from a small table)
+# AVX2's variable shifts (vpsllvd, vpsrlvd, vpsravd; AVX-512F's for 16 lanes, the same semantics): an amount >= 32 gives 0
+# (the sign for the arithmetic one), which is the value tg defines, so they need none of the portable guard's compare, mask and
+# select (3 vector ops per shift: a matvec over 4- and 5-bit quantized weights shifts each element by an amount read from a
+# small table)
 _AVX2_SHIFTS = {(Ops.SHL, False): "psllv", (Ops.SHL, True): "psllv", (Ops.SHR, True): "psrlv", (Ops.SHR, False): "psrav"}
 
 class LLVMRenderer(LLVMIRRenderer):
@@ -191,4 +208,8 @@ class LLVMRenderer(LLVMIRRenderer):
   caps = RendererCaps(native_dtypes=frozenset({dtypes.bool, *_INT_BITS, dtypes.float32, dtypes.float64}), vector_upcast=True,
                       has_grid=False, has_local=False, local_max=(1,), shared_max=0, native_transcendentals=frozenset({Ops.SQRT, Ops.RECIPROCAL}),
                       big_reduce_tile=(16, 8), transpose_tile=4)
-  avx2: bool = False  # the host has AVX2 (set by the CPU device from the host's features): shifts use its instructions
+  # what the host has (set by the CPU device from the host's features; all False: the portable IR, any x86-64 runs it)
+  avx2: bool = False  # AVX2: 4/8-lane variable shifts and 8-lane DP4A use its instructions
+  avx512: bool = False  # AVX-512F: 16-lane variable shifts
+  avx512vnni: bool = False  # AVX512-VNNI: 16-lane DP4A is vpdpbusd (512-bit)
+  avx512vl: bool = False  # AVX512-VL: with VNNI, 8-lane DP4A is vpdpbusd too (256-bit)

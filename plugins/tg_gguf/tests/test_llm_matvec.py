@@ -1,6 +1,8 @@
 """The decode step's quantized matvec (Transformer._matvec over Weights' packed blocks, ROW_LANES rows interleaved byte by byte):
 gguf-py's dequantized matrix times x, per format, in one kernel that runs the interleaved rows in the vector lanes."""
 from __future__ import annotations
+import itertools
+
 import numpy as np
 import pytest
 from test_gguf_quants import FP16_FIELDS, random_blocks
@@ -11,7 +13,7 @@ from tg_core.codegen.opt.heuristic import _row_lanes_reduce
 from tg_core.device import Device
 from tg_core.engine.realize import run_schedule
 from tg_gguf.ggml_types import BY_NAME
-from tg_gguf.llm.model import ROW_LANES, Transformer, Weights, row_lanes_view
+from tg_gguf.llm.model import ROW_LANES, WIDE_MAX_ROWS, WIDE_ROW_LANES, Transformer, Weights, row_lanes, row_lanes_view
 from tg_gguf.reader import format_for
 
 gguf = pytest.importorskip("gguf")
@@ -25,10 +27,16 @@ def _blocks(name: str, rows: int, cols: int) -> np.ndarray:
   raw[:, off:off + 2 * cnt] = np.random.default_rng(1).uniform(0.001, 0.01, raw.shape[0] * cnt).astype(np.float16).view(np.uint8).reshape(-1, 2 * cnt)
   return raw
 
+def _row_lane_kernel(rows: int) -> bool:
+  """Does a matvec over `rows` interleaved rows take the row-lanes opts? Where the rows are more than one group of lanes: a single
+  group's loads are contiguous along the whole output axis, an ordinary vectorized matvec."""
+  return 0 < row_lanes("CPU", rows) < rows
+
 @pytest.mark.parametrize("name,rows", [("Q4_0", 48), ("Q4_1", 40), ("Q5_0", 24), ("Q5_1", 16), ("Q8_0", 32), ("Q4_K", 16), ("Q5_K", 16),
                                        ("Q6_K", 24), ("Q2_K", 16), ("Q3_K", 16), ("Q4_1", 12)])
 def test_matvec_matches_gguf_py(name: str, rows: int):
-  """12 rows: not a multiple of ROW_LANES, held as stored (no interleave), the kernel takes the ordinary path."""
+  """12 rows: not a multiple of ROW_LANES, held as stored (no interleave), the kernel takes the ordinary path; 16, 32, 48 rows are
+  interleaved by 16 on a host with 16 fp32 lanes (row_lanes), the others by 8."""
   cols = 512
   raw = _blocks(name, rows, cols)
   fmt = format_for(BY_NAME[name].id)
@@ -39,8 +47,8 @@ def test_matvec_matches_gguf_py(name: str, rows: int):
   kernels = [si for si in items if si.ast.op.name == "SINK"]
   assert len(kernels) == 1, f"{name}: {len(kernels)} kernels"
   lanes = _row_lanes_reduce(kernels[0].ast, Device["CPU"].renderer.caps)
-  assert (lanes is not None) == (rows % ROW_LANES == 0), f"{name} {rows} rows: row-lane opts {lanes}"
-  if lanes is not None: assert lanes[0].op is OptOps.UPCAST and ROW_LANES % lanes[0].arg == 0, lanes
+  assert (lanes is not None) == _row_lane_kernel(rows), f"{name} {rows} rows: row-lane opts {lanes}"
+  if lanes is not None: assert lanes[0].op is OptOps.UPCAST and lanes[0].arg == row_lanes("CPU", rows), lanes
   run_schedule(items)
   ref = gq.dequantize(raw, Q[name]).reshape(rows, cols).astype(np.float64) @ x.reshape(cols).astype(np.float64)
   np.testing.assert_allclose(y.numpy().reshape(rows), ref, rtol=1e-4, atol=1e-5 * float(np.abs(ref).max()))
@@ -94,7 +102,8 @@ def test_factored_matvec_matches_gguf_py(name: str, rows: int):
   kernels = [si for si in items if si.ast.op.name == "SINK"]
   assert len(kernels) == (1 if fz.min is None else 2), f"{name}: {len(kernels)} kernels"
   lanes = _row_lanes_reduce(kernels[-1].ast, Device["CPU"].renderer.caps)
-  assert (lanes is not None) == (rows % ROW_LANES == 0), f"{name} {rows} rows: row-lane opts {lanes}"
+  assert (lanes is not None) == _row_lane_kernel(rows), f"{name} {rows} rows: row-lane opts {lanes}"
+  if lanes is not None: assert lanes[0].arg == row_lanes("CPU", rows), lanes
   run_schedule(items)
   ref = gq.dequantize(raw, Q[name]).reshape(rows, cols).astype(np.float64) @ x.reshape(cols).astype(np.float64)
   np.testing.assert_allclose(y.numpy().reshape(rows), ref, rtol=1e-4, atol=1e-5 * float(np.abs(ref).max()))
@@ -127,15 +136,16 @@ def _q_d_m(name: str, raw: np.ndarray, rows: int, nb: int) -> tuple[np.ndarray, 
   q = np.concatenate([qs & 15, qs >> 4], axis=-1)
   return q, half(0), half(2) if name == "Q4_1" else -8 * half(0)
 
-@pytest.mark.parametrize("name,rows,cols", [("Q4_1", 40, 512), ("Q4_1", 16, 1536), ("Q4_0", 24, 512), ("Q8_0", 32, 512), ("Q8_0", 8, 640)])
-def test_dot_matvec_matches_int8_reference(name: str, rows: int, cols: int):
+@pytest.mark.parametrize("lanes_by", [ROW_LANES, WIDE_ROW_LANES])
+@pytest.mark.parametrize("name,rows,cols", [("Q4_1", 48, 512), ("Q4_1", 16, 1536), ("Q4_0", 32, 512), ("Q8_0", 32, 512), ("Q8_0", 16, 640)])
+def test_dot_matvec_matches_int8_reference(name: str, rows: int, cols: int, lanes_by: int):
   """Transformer.dot_matvec (the decode step's integer matvec over word-interleaved rows) is, per block, d_w * d_x * sum(q_w * q_x)
   + m_w * sum(x) with x's int8 quantization: checked against that sum in float64 from the file's bytes, and against gguf-py's
   dequantized matrix times the unquantized x within what x's int8 rounding allows. Q4_0 and Q8_0 blocks come in pairs, the
-  first one's quants 2 bytes off the word grid."""
+  first one's quants 2 bytes off the word grid. Rows interleaved by 8 and by 16 (row_lanes: AVX2 and AVX-512 hosts)."""
   raw = _blocks(name, rows, cols)
   fmt = format_for(BY_NAME[name].id)
-  dz = Weights._dot(Weights._interleave_words(raw, rows, "CPU"), fmt, rows, cols)
+  dz = Weights._dot(Weights._interleave_words(raw, rows, "CPU", lanes_by), fmt, rows, cols)
   assert dz is not None
   x = np.random.default_rng(3).standard_normal(cols).astype(np.float32)
   x[32:64] = 0  # an all-zero block: d_x = 0
@@ -151,7 +161,17 @@ def test_dot_matvec_matches_int8_reference(name: str, rows: int, cols: int):
 def test_word_interleaved_lanes_keep_the_blocks():
   """A LANE_WORD format's lanes buffer (int32 words), viewed back as bytes, is the stored blocks (prefill and the dequantized
   views read the file's blocks through it)."""
-  for name, bb in (("Q4_1", 20), ("Q8_0", 34)):
+  for (name, bb), by in itertools.product((("Q4_1", 20), ("Q8_0", 34)), (ROW_LANES, WIDE_ROW_LANES)):
     raw = _blocks(name, 16, 512)
-    lanes = Weights._interleave_words(raw, 16, "CPU")
+    lanes = Weights._interleave_words(raw, 16, "CPU", by)
+    assert lanes.shape[-1] == by
     np.testing.assert_array_equal(row_lanes_view(lanes, bb).numpy(), raw)
+
+def test_row_lanes_follow_the_vector_width(monkeypatch: pytest.MonkeyPatch):
+  """16 rows a vector where the renderer's vectors hold 16 fp32 lanes (AVX-512), 16 divides the rows and they are at most
+  WIDE_MAX_ROWS, else 8 (AVX2), else none."""
+  import dataclasses
+  r = Device["CPU"].renderer
+  for width, rows, want in ((16, 48, 16), (16, 40, 8), (16, 12, 0), (16, WIDE_MAX_ROWS + 16, 8), (8, 48, 8), (8, 40, 8), (8, 12, 0)):
+    monkeypatch.setattr(r, "caps", dataclasses.replace(r.caps, vector_width=width))
+    assert row_lanes("CPU", rows) == want, (width, rows)

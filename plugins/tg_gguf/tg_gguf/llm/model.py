@@ -89,6 +89,19 @@ SCALE_GROUP = {"Q2_K": 16, "Q3_K": 16, "Q4_K": 32, "Q5_K": 32, "Q6_K": 16}
 # the vector lanes (tg_core's heuristic: _row_lanes_reduce), each load reads a byte of every lane's row, and each row's fp16 scales
 # are decoded once per vector of rows where they were decoded by scalar ops row by row (AVX2: 8 fp32 lanes)
 ROW_LANES = 8
+# on a host with 16 fp32 lanes (AVX-512) rows are interleaved by 16 where the row count allows (row_lanes): the layer matvecs ran
+# faster so, streamed from memory or not. Not a matrix of more than WIDE_MAX_ROWS rows (the vocabulary-sized output matrix, Q8_0
+# in both models): its integer matvec ran slower at 16 rows a vector, L3-resident or not (cause not found)
+WIDE_ROW_LANES = 16
+WIDE_MAX_ROWS = 16384
+
+def row_lanes(device: str, rows: int) -> int:
+  """How many rows a `rows`-row quantized matrix on `device` is interleaved by: WIDE_ROW_LANES where the device's vectors hold that
+  many fp32 lanes, it divides the rows and they are at most WIDE_MAX_ROWS, else ROW_LANES; 0 where ROW_LANES doesn't divide the
+  rows either (held as stored)."""
+  if Device[device].renderer.caps.vector_width >= WIDE_ROW_LANES and rows % WIDE_ROW_LANES == 0 and rows <= WIDE_MAX_ROWS:
+    return WIDE_ROW_LANES
+  return ROW_LANES if rows % ROW_LANES == 0 else 0
 
 # decode attention reads the KV cache in blocks of this many positions (Transformer.decode_attend): a constant inner axis the kernels
 # vectorize; the cache's rows are rounded up to whole blocks
@@ -99,23 +112,24 @@ ATTN_BLOCK = 16
 LANE_WORD = {"Q4_0": 4, "Q4_1": 4, "Q8_0": 4}  # (4 only: the lanes buffer is then int32)
 
 def row_lanes_view(lanes: Tensor, block_bytes: int) -> Tensor:
-  """The ROW_LANES layout: a matrix of `rows` rows of `row_bytes` bytes each is held as a (rows / ROW_LANES, row_bytes, ROW_LANES)
-  buffer, byte j of row g * ROW_LANES + l at [g, j, l] (Weights._read_interleaved fills it). Viewed back here as its (n_blocks,
-  block_bytes) blocks in their own order: every consumer sees the file's blocks, a matvec reads a byte of ROW_LANES rows per load."""
-  if lanes.dtype == dtypes.int32:  # word-interleaved (LANE_WORD): (rows / ROW_LANES, row_bytes / 4, ROW_LANES) int32 words, split
-    groups, words, _ = lanes.shape  # into their little-endian bytes by shifts (a view: the consumer's kernel does it)
+  """The row-lanes layout: a matrix of `rows` rows of `row_bytes` bytes each, interleaved by L rows (row_lanes: ROW_LANES or
+  WIDE_ROW_LANES), is held as a (rows / L, row_bytes, L) buffer, byte j of row g * L + l at [g, j, l] (Weights._read_interleaved
+  fills it). Viewed back here as its (n_blocks, block_bytes) blocks in their own order: every consumer sees the file's blocks, a
+  matvec reads a byte of L rows per load."""
+  if lanes.dtype == dtypes.int32:  # word-interleaved (LANE_WORD): (rows / L, row_bytes / 4, L) int32 words, split
+    groups, words, n = lanes.shape  # into their little-endian bytes by shifts (a view: the consumer's kernel does it)
     b = ((lanes.unsqueeze(-1) >> _lane_shifts(lanes.device)) & 255).cast(dtypes.uint8)
-    return b.permute(0, 2, 1, 3).reshape(groups * ROW_LANES * words * 4 // block_bytes, block_bytes)
-  groups, row_bytes, _ = lanes.shape
-  return lanes.permute(0, 2, 1).reshape(groups * ROW_LANES * row_bytes // block_bytes, block_bytes)
+    return b.permute(0, 2, 1, 3).reshape(groups * n * words * 4 // block_bytes, block_bytes)
+  groups, row_bytes, n = lanes.shape
+  return lanes.permute(0, 2, 1).reshape(groups * n * row_bytes // block_bytes, block_bytes)
 
 def _lane_shifts(device: str) -> Tensor: return Tensor([0, 8, 16, 24], dtype=dtypes.int32, device=device)
 
 def row_lane_words(lanes: Tensor, block_bytes: int) -> Tensor:
-  """A word-interleaved ROW_LANES buffer (row_lanes_view) as its blocks' int32 words (n_blocks, block_bytes / 4) in the file's
+  """A word-interleaved row-lanes buffer (row_lanes_view) as its blocks' int32 words (n_blocks, block_bytes / 4) in the file's
   block order. (The buffer is int32: a uint8 buffer's bitcast to int32 isn't rendered as a wide load.)"""
-  groups, words, _ = lanes.shape
-  return lanes.permute(0, 2, 1).reshape(groups * ROW_LANES * words * 4 // block_bytes, block_bytes // 4)
+  groups, words, n = lanes.shape
+  return lanes.permute(0, 2, 1).reshape(groups * n * words * 4 // block_bytes, block_bytes // 4)
 
 # prefill_matmul's decoded weights are column panels this wide: the fp32 matmul's register tile on AVX2 (16 columns x 6 rows)
 PANEL = 16
@@ -266,45 +280,47 @@ class Weights:
                  for i, (d, q, mn) in enumerate(f(row_lane_words(lanes, unit * fmt.block_bytes))))
 
   @staticmethod
-  def _interleave_words(blocks: np.ndarray, rows: int, device: str) -> Tensor:
+  def _interleave_words(blocks: np.ndarray, rows: int, device: str, lanes_by: int | None = None) -> Tensor:
     """The (n_blocks, block_bytes) uint8 blocks of a `rows`-row matrix as the word-interleaved lanes buffer (LANE_WORD), as
-    _read_interleaved lays a model's out (tests, benches)."""
-    rw = blocks.size // rows // 4
-    lanes = blocks.reshape(rows // ROW_LANES, ROW_LANES, rw, 4).transpose(0, 2, 1, 3).copy().view(np.int32).reshape(rows // ROW_LANES, rw, ROW_LANES)
+    _read_interleaved lays a model's out (tests, benches), interleaved by `lanes_by` rows (None: row_lanes)."""
+    rw, L = blocks.size // rows // 4, lanes_by or row_lanes(device, rows)
+    lanes = blocks.reshape(rows // L, L, rw, 4).transpose(0, 2, 1, 3).copy().view(np.int32).reshape(rows // L, rw, L)
     return Tensor(lanes, device=device).realize()
 
   @staticmethod
-  def _interleave(blocks: Tensor, rows: int) -> Tensor:
-    """The (n_blocks, block_bytes) blocks of a `rows`-row matrix, already on the device, realized in the ROW_LANES layout
-    (`row_lanes_view`) by a kernel; a model's weights are read from the file straight into it (`_read_interleaved`)."""
-    if rows % ROW_LANES: return blocks.contiguous().realize()
+  def _interleave(blocks: Tensor, rows: int, lanes_by: int | None = None) -> Tensor:
+    """The (n_blocks, block_bytes) blocks of a `rows`-row matrix, already on the device, realized in the row-lanes layout
+    (`row_lanes_view`, by `lanes_by` rows; None: row_lanes) by a kernel; a model's weights are read from the file straight into it
+    (`_read_interleaved`)."""
+    if not (L := lanes_by if lanes_by is not None else row_lanes(blocks.device, rows)) or rows % L: return blocks.contiguous().realize()
     n, width = blocks.shape
-    return row_lanes_view(blocks.reshape(rows // ROW_LANES, ROW_LANES, n // rows * width).permute(0, 2, 1).contiguous().realize(), width)
+    return row_lanes_view(blocks.reshape(rows // L, L, n // rows * width).permute(0, 2, 1).contiguous().realize(), width)
 
   def _read_interleaved(self, names: tuple[str, ...], rows: int) -> tuple[Tensor, Tensor | None]:
     """The blocks of the quantized matrices `names` (one row length), their rows concatenated (`rows` in all), as one realized
-    buffer in the ROW_LANES layout (`row_lanes_view`) read from the file straight into it: a staging slab of whole rows (~512 KB)
+    buffer in the row-lanes layout (`row_lanes_view`) read from the file straight into it: a staging slab of whole rows (~512 KB)
     at a time is read with os.preadv and scattered into the buffer by one strided numpy copy. No second copy of a weight ever
     exists (realizing the file's blocks, then interleaving them with a kernel, held each weight twice while it loaded). Returns the
     blocks view and the lanes buffer (None when not interleaved); a LANE_WORD format's rows are interleaved by words."""
     f, infos = self.f, [self.f.tensors[n] for n in names]
     fmt, row_bytes = infos[0].format, infos[0].nbytes // infos[0].shape[0]
-    if rows % ROW_LANES:  # not interleaved: the blocks as they are stored
+    L = row_lanes(self.device, rows)
+    if not L:  # not interleaved: the blocks as they are stored
       return (f.read_raw(names[0], self.device) if len(names) == 1 else Tensor.cat(*(f.read_raw(n, self.device) for n in names)).realize()), None
     word = LANE_WORD.get(fmt.name, 1) if row_bytes % LANE_WORD.get(fmt.name, 1) == 0 else 1
-    shape, dt = ((rows // ROW_LANES, row_bytes // 4, ROW_LANES), dtypes.int32) if word > 1 else ((rows // ROW_LANES, row_bytes, ROW_LANES), dtypes.uint8)
+    shape, dt = ((rows // L, row_bytes // 4, L), dtypes.int32) if word > 1 else ((rows // L, row_bytes, L), dtypes.uint8)
     lanes = Tensor.empty(*shape, dtype=dt, device=self.device).realize()
     buf = buffer_of(lanes.uop.base)
     try: flat, bounce = np.frombuffer(buf.as_buffer(force_zero_copy=True), dtype=np.uint8), False
     except RuntimeError: flat, bounce = np.empty(buf.nbytes, dtype=np.uint8), True  # memory the host can't write: filled here, copied in
-    dst = flat.reshape(rows // ROW_LANES, row_bytes // word, ROW_LANES, word)
-    slab_rows = max(1, (1 << 19) // (row_bytes * ROW_LANES)) * ROW_LANES
+    dst = flat.reshape(rows // L, row_bytes // word, L, word)
+    slab_rows = max(1, (1 << 19) // (row_bytes * L)) * L
     stage = np.empty(slab_rows * row_bytes, dtype=np.uint8)
     filled, out_row = 0, 0
     def flush() -> None:
       nonlocal filled, out_row
-      g, n = out_row // ROW_LANES, filled // ROW_LANES
-      dst[g:g + n] = stage[:filled * row_bytes].reshape(n, ROW_LANES, row_bytes // word, word).transpose(0, 2, 1, 3)
+      g, n = out_row // L, filled // L
+      dst[g:g + n] = stage[:filled * row_bytes].reshape(n, L, row_bytes // word, word).transpose(0, 2, 1, 3)
       out_row, filled = out_row + filled, 0
     for name, info in zip(names, infos):
       done = 0
