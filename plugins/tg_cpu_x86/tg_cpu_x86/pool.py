@@ -7,9 +7,10 @@ Everything that runs per kernel is LLVM IR (`POOL_IR`, compiled once and cached 
   waits until every claimed chunk is done (the barrier) before the next entry; ncores == 0 is a kernel with nothing to run.
 - `tg_pool_worker(state, 0, w, 0)` is worker w's loop: it spins (`pause`) on the state block, claims and runs chunks, and
   returns after spinning idle for `IDLE_SPIN_S` with no replay running (or at shutdown); its Python thread then blocks on a
-  semaphore. While a replay runs the workers don't park, however long this thread spends on its own chunks between jobs.
+  lock. While a replay runs the workers don't park, however long this thread spends on its own chunks between jobs; a
+  worker that has seen no job for `YIELD_AFTER_S` yields its core at each check (other threads of a loaded machine run).
 - `tg_pool_kick(state, out, k, 0)` marks workers 0..k-1 kicked (they restart their idle timer) and reports which had parked, for
-  Python to release their semaphores: done once per replay (`NativePool.wake`), not per kernel.
+  Python to release their locks: done once per replay (`NativePool.wake`), not per kernel.
 
 A job is claimed through one 64-bit ticket, generation << 32 | next chunk, with compare-and-swap: a worker that read an old job
 can never claim a chunk of a newer one (the generation no longer matches). The caller claims chunks from the same ticket, so
@@ -22,12 +23,14 @@ import ctypes
 import functools
 import threading
 import time
+import _thread
 from typing import Any
 
 # seconds a worker spins with no job before it parks: covers the Python between a model's kernels and between decode steps
 # (a wake from parked costs tens of microseconds), bounded so that an idle process burns no CPU
 IDLE_SPIN_S = 2e-3
-# seconds the caller spins on a chunk a worker claimed before it yields its core to other threads at each check
+# seconds the caller spins on a chunk a worker claimed, or a worker spins without a job, before it yields its core to other
+# threads at each check (sched_yield: returns at once on an idle core; on a loaded one the others run)
 YIELD_AFTER_S = 50e-6
 # the busy chunk timed to measure the handoff: long enough that a spinning worker claims its chunk before the caller would
 PROBE_S = 4e-6
@@ -183,6 +186,7 @@ define i64 @tg_pool_worker(ptr %st, ptr %unused, i32 %w, i32 %unused2) {{
 entry:
   %seenp = alloca i64, align 8
   %lastp = alloca i64, align 8
+  %jobp = alloca i64, align 8
   %w64 = sext i32 %w to i64
   %woff = mul i64 %w64, {LINE}
   %woff2 = add i64 %woff, {WORKERS}
@@ -197,10 +201,13 @@ entry:
   %plimit = getelementptr i8, ptr %st, i64 {IDLE_TICKS}
   %pactive = getelementptr i8, ptr %st, i64 {ACTIVE}
   %limit = load atomic i64, ptr %plimit monotonic, align 8
+  %pyield = getelementptr i8, ptr %st, i64 {YIELD_TICKS}
+  %ylim = load atomic i64, ptr %pyield monotonic, align 8
   store atomic i64 {SPINNING}, ptr %pw monotonic, align 8
   store i64 -1, ptr %seenp, align 8
   %t00 = call i64 @llvm.readcyclecounter()
   store i64 %t00, ptr %lastp, align 8
+  store i64 %t00, ptr %jobp, align 8
   br label %poll
 poll:
   %t = load atomic i64, ptr %st acquire, align 8
@@ -222,6 +229,8 @@ check:
   br i1 %left, label %try, label %exhausted
 exhausted:
   store i64 %g, ptr %seenp, align 8
+  %te = call i64 @llvm.readcyclecounter()
+  store i64 %te, ptr %jobp, align 8
   br label %idle
 try:
   %t1 = add i64 %t, 1
@@ -238,6 +247,7 @@ run:
   store atomic i64 %c1, ptr %pcount monotonic, align 8
   %tr = call i64 @llvm.readcyclecounter()
   store i64 %tr, ptr %lastp, align 8
+  store i64 %tr, ptr %jobp, align 8
   br label %poll
 idle:
   %stop = load atomic i64, ptr %pstop monotonic, align 8
@@ -254,6 +264,15 @@ rekick:
   br label %poll
 timer:
   call void @llvm.x86.sse2.pause()
+  %now0 = call i64 @llvm.readcyclecounter()
+  %lj = load i64, ptr %jobp, align 8
+  %ej = sub i64 %now0, %lj
+  %lazy = icmp ugt i64 %ej, %ylim
+  br i1 %lazy, label %doyield, label %timer1
+doyield:
+  %yr = call i32 @sched_yield()
+  br label %timer1
+timer1:
   %act = load atomic i64, ptr %pactive monotonic, align 8
   %busy = icmp ne i64 %act, 0
   br i1 %busy, label %rekick, label %timer2
@@ -274,7 +293,7 @@ quit:
   ret i64 1
 }}
 
-; workers 0..k-1: mark each kicked; out[w] = 1 where it had parked (its thread waits on its semaphore); returns how many had
+; workers 0..k-1: mark each kicked; out[w] = 1 where it had parked (its thread waits on its lock); returns how many had
 define i64 @tg_pool_kick(ptr %st, ptr %out, i32 %k, i32 %unused) {{
 entry:
   %k64 = sext i32 %k to i64
@@ -329,7 +348,7 @@ def _ticks_per_s(nat: _Native) -> float:
   return max((t1 - t0) / max(p1 - p0, 1e-9), 1.0)
 
 class NativePool:
-  """`n` worker threads, each in `tg_pool_worker` while it spins and on its semaphore while parked. One caller at a time runs
+  """`n` worker threads, each in `tg_pool_worker` while it spins and on its lock while parked. One caller at a time runs
   jobs (`lock`). `handoff_s` is the measured cost a split kernel pays per worker (see `_measure_handoff`)."""
   def __init__(self, n: int):
     self.nat = native()
@@ -338,7 +357,10 @@ class NativePool:
     self._mem = (ctypes.c_int64 * words)()
     self.state = ctypes.addressof(self._mem) + (-ctypes.addressof(self._mem) % LINE)  # fields on their own cache lines
     self.lock = threading.Lock()
-    self._sems = [threading.Semaphore(0) for _ in range(n)]
+    # a parked worker blocks on its lock (held: acquire blocks), released once by the kick that finds it parked. A raw lock, not a
+    # threading.Semaphore: waking from that runs Python, needing the GIL several times, which a busy calling thread holds
+    self._gates = [_thread.allocate_lock() for _ in range(n)]
+    for g in self._gates: g.acquire()
     self._parked = (ctypes.c_int8 * max(n, 1))()
     self._one = (_Entry * 1)()
     self.closed = False
@@ -361,15 +383,15 @@ class NativePool:
 
   def _loop(self, w: int) -> None:
     while True:
-      self._sems[w].acquire()
+      self._gates[w].acquire()
       if self.closed or self.nat.worker(self.state, None, w, 0) == 1: return
 
   def wake(self, k: int) -> None:
-    """Kick workers 0..k-1 (restart their idle timers) and release the parked ones' semaphores. Caller holds `lock`."""
+    """Kick workers 0..k-1 (restart their idle timers) and release the parked ones' locks. Caller holds `lock`."""
     if (k := min(k, self.n)) <= 0 or self.closed: return
     if self.nat.kick(self.state, self._parked, k, 0):
       for w in range(k):
-        if self._parked[w]: self._sems[w].release()
+        if self._parked[w]: self._gates[w].release()
 
   def replay(self, table: Any, start: int, count: int, wake: int) -> None:
     """Entries start..start+count-1 of an `_Entry` table, after kicking `wake` workers."""
@@ -388,7 +410,8 @@ class NativePool:
   def _measure_handoff(self, rounds: int = 9, jobs: int = 8) -> float:
     """What splitting costs per worker, timed as a split kernel runs inside a replay: a table of probe kernels that each spin
     PROBE_S per chunk, split over every thread (all chunks at once: PROBE_S) vs run on one (PROBE_S), the difference per worker.
-    A worker slow to claim its chunk (a loaded machine) shows up as a larger cost. The median of `rounds`."""
+    A worker slow to claim its chunk, or preempted while it runs one (a loaded machine), shows up as a larger cost: the mean of
+    `rounds`, the expected cost, not the median, which would hide those stalls."""
     if self.n == 0: return 0.0
     d = (ctypes.c_int32 * 1)(max(int(PROBE_S * self.ticks_per_s), 1))
     split, single = (_Entry * jobs)(), (_Entry * jobs)()
@@ -397,7 +420,7 @@ class NativePool:
     with self.lock:
       self.wake(self.n)
       deadline = time.perf_counter() + 0.05  # let the workers reach their spin loop (bounded: a loaded machine may be slower)
-      while any(self.worker_state(w) != SPINNING for w in range(self.n)) and time.perf_counter() < deadline: time.sleep(0)
+      while any(self.worker_state(w) != SPINNING for w in range(self.n)) and time.perf_counter() < deadline: time.sleep(1e-4)
       ts = []
       for _ in range(rounds):
         self.wake(self.n)
@@ -406,7 +429,7 @@ class NativePool:
         mid = time.perf_counter()
         self.nat.replay(single, self.state, 0, jobs)
         ts.append(((mid - st) - (time.perf_counter() - mid)) / jobs / self.n)
-    return max(sorted(ts)[rounds // 2], 1e-9)  # (positive: the split model weighs it)
+    return max(sum(ts) / rounds, 1e-9)  # (positive: the split model weighs it)
 
   def close(self) -> None:
     """Stop the workers: spinning ones return from native code, parked ones wake and exit; waits (bounded) for them."""
@@ -414,7 +437,8 @@ class NativePool:
     with self.lock:
       self.closed = True
       self._word(STOP).value = 1
-      for s in self._sems: s.release()
+      for w, g in enumerate(self._gates):
+        if self.worker_state(w) == PARKED and g.locked(): g.release()
     for t in self.threads:
       if t is not threading.current_thread(): t.join(timeout=1.0)
     atexit.unregister(self.close)
