@@ -18,9 +18,11 @@ from tg_core.dtype import AddrSpace, DType, dtypes
 from tg_core.uop import GroupOp, Ops
 from tg_core.uop.ops import UOp
 
-# Fast-math: only `contract` (fma fusion), and only on the multiply-adds that update a register accumulator (matmul,
-# conv): there it doubles the flops and rounding differs from the reference only within the tolerance of reductions.
-# Elementwise math stays bit-exact with the PYTHON reference (random numbers are the same on every device).
+# Fast-math: only fma fusion, and only on the multiply-adds that update a register accumulator (matmul, conv): there it
+# doubles the flops and rounding differs from the reference only within the tolerance of reductions. Elementwise math stays
+# bit-exact with the PYTHON reference (random numbers are the same on every device). A renderer whose target has fma in
+# hardware (`LLVMIRRenderer.fma`) writes each fusion as an explicit llvm.fma, so the code computes the same bits at every
+# optimization level; otherwise the `contract` flag lets LLVM's backend fuse where it chooses.
 CONTRACT = "contract"
 
 _INT_BITS = {dtypes.int8: 8, dtypes.uint8: 8, dtypes.int16: 16, dtypes.uint16: 16, dtypes.int32: 32, dtypes.uint32: 32,
@@ -480,6 +482,12 @@ class LLVMKernelWriter:
     bt = ltype(dtypes.bool.vec(sdt.count) if sdt.count > 1 else dtypes.bool)
     if op in (Ops.ADD, Ops.SUB, Ops.MUL):
       name = {Ops.ADD: "add", Ops.SUB: "sub", Ops.MUL: "mul"}[op]
+      if isf and self.renderer.fma:
+        # which product an add fuses is decided here, once: the first operand that is a contractible MUL
+        if op is Ops.ADD and u in self.contract and (m := next((s for s in u.src if s.op is Ops.MUL and s in self.contract), None)) is not None:
+          other = src[1] if m is u.src[0] else src[0]
+          return self.intrinsic(f"llvm.fma.{_suffix(dt)}", t, [(t, r[m.src[0]]), (t, r[m.src[1]]), (t, other)])
+        return self.emit(f"f{name} {t} {src[0]}, {src[1]}")
       if isf: return self.emit(f"f{name}{' ' + CONTRACT if u in self.contract else ''} {t} {src[0]}, {src[1]}")
       if dt.scalar() == dtypes.bool:
         return self.emit(f"{ {Ops.ADD: 'or', Ops.SUB: 'xor', Ops.MUL: 'and'}[op]} {t} {src[0]}, {src[1]}")
@@ -569,4 +577,7 @@ class LLVMKernelWriter:
 class LLVMIRRenderer(Renderer):
   """The LLVM IR renderer base: a target subclass sets `caps` and `writer` (its LLVMKernelWriter subclass)."""
   writer: ClassVar[type[LLVMKernelWriter]] = LLVMKernelWriter
+  # the target computes fma in hardware: an accumulator's multiply-adds are written as llvm.fma (same bits at every optimization
+  # level); False: `contract` flags, LLVM fuses where it chooses (a target without fma would call a library fma)
+  fma: bool = False
   def render(self, uops: list[UOp]) -> str: return self.writer(self, uops).render()

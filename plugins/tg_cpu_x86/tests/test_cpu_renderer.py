@@ -230,3 +230,31 @@ def test_reduce_accumulator_and_variable_loop_bound() -> None:
 def test_ir_has_no_unsafe_fast_math() -> None:
   _, src = compile_cpu(elementwise(lambda x, y: x * y + x, [dtypes.float32] * 2, dtypes.float32, 16, name="fm"))
   for flag in (" fast ", " nnan ", " ninf ", " nsz ", " reassoc ", " afn ", " arcp "): assert flag not in src
+
+def test_quick_and_full_tiers_compute_the_same_bits() -> None:
+  """A kernel is first compiled quick (no optimization passes), and again at the full level once it has run enough: both objects
+  must compute the same bits, or a model's greedy output changes once its kernels are upgraded (a first answer differs from the
+  next ones). An accumulator's update summing two products is the case where LLVM may fuse either product into an fma: on a host
+  with fma the renderer writes the fusion out itself."""
+  import ctypes
+  from tg_core import Tensor, TinyJit
+  from tg_cpu_x86.compiler import full_tier, pass_level
+  from tg_cpu_x86.device import _compiler, host_features
+  from tg_cpu_x86.runtime import CPUProgram
+  if "+fma" not in host_features(): pytest.skip("the host has no fma: LLVM fuses nothing, there is nothing to pin")
+  r = np.random.default_rng(5)
+  a, b, c_, d = (r.standard_normal((64, 96)).astype(np.float32) for _ in range(4))
+  @TinyJit
+  def f(ta: Tensor, tb: Tensor, tc: Tensor, td: Tensor) -> Tensor: return (ta * tb + tc * td).sum(1).realize()
+  for _ in range(3): out = f(*(Tensor(x, device="CPU") for x in (a, b, c_, d)))
+  np.testing.assert_allclose(out.numpy(), (a.astype(np.float64) * b + c_.astype(np.float64) * d).sum(1), rtol=1e-4, atol=1e-4)
+  assert f.captured is not None
+  (runner, bufs, _), = [k for k in f.captured if "llvm.fma" in k[0].p.src]
+  src = runner.p.src
+  assert " contract " not in src and pass_level(src, 3) == 0
+  got = []
+  for lib in (_compiler().compile(src), _compiler().compile(full_tier(src))):
+    prg = CPUProgram("CPU", runner.p.name, lib)
+    prg.fxn((ctypes.c_void_p * len(bufs))(*[b._buf.addr for b in bufs]), (ctypes.c_int32 * 1)(0), 0, 1)
+    got.append(np.frombuffer(bytes(bufs[0].as_buffer()), dtype=np.float32).copy())
+  np.testing.assert_array_equal(got[0].view(np.uint32), got[1].view(np.uint32))

@@ -55,6 +55,7 @@ class HostLLVMRenderer(LLVMRenderer):
                                     archs=(host_target()[1],), arch=host_target()[1], native_dtypes=_native_dtypes(self.caps.native_dtypes),
                                     native_dp4a="+avx2" in host_features())
     self.avx2 = "+avx2" in host_features()
+    self.fma = "+fma" in host_features()
   @classmethod
   def target_name(cls) -> str: return LLVMRenderer.target_name()  # "LLVM", as DEV=CPU:LLVM names it
 

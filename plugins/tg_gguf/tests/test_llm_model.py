@@ -105,6 +105,30 @@ def test_prefill_across_chunks_and_cache_reuse(smollm: Ref):
   assert smollm.llm.cached == ids[:-7]
   check_logits(smollm.llm.prefill(ids[-7:], len(ids) - 7), ref[-1], "extended prompt")
 
+def test_cached_prompt_gives_the_uncached_logits(smollm: Ref, monkeypatch: pytest.MonkeyPatch):
+  """A prompt's first logits are the same bits whatever was asked before: fresh, after a prompt that extends it, after itself (with
+  its reply decoded into the cache), after another prompt. Only whole chunks a fresh prefill would compute the same are reused."""
+  import tg_gguf.llm.generate as generate
+  llm, seen = smollm.llm, []
+  def spy(logits: np.ndarray, *args, **kwargs) -> int:
+    seen.append(logits.copy())
+    return sample(logits, *args, **kwargs)
+  monkeypatch.setattr(generate, "sample", spy)
+  ids = smollm.ids(" ".join(PROMPTS) * 2)
+  assert 2 * PREFILL_CHUNK < len(ids) <= PREFILL_LONG_CHUNK - PREFILL_CHUNK  # three short chunks, the last one padded
+  def first_logits(prompt: list[int]) -> np.ndarray:
+    seen.clear()
+    llm.complete(prompt, SamplingParams(max_tokens=3))
+    return seen[0]
+  llm.cached, llm.chunks = [], []
+  fresh = first_logits(ids)
+  for before in (ids + smollm.ids(" And more."), ids, smollm.ids(PROMPTS[1])):
+    first_logits(before)
+    keep = llm.reusable(ids)
+    assert keep % PREFILL_CHUNK == 0 and keep <= len(ids) - 1
+    np.testing.assert_array_equal(first_logits(ids), fresh)
+  assert llm.reusable(ids) == 2 * PREFILL_CHUNK  # asked again: all but the last chunk come from the cache
+
 def test_context_overflow(smollm: Ref):
   with pytest.raises(ContextOverflowError, match="context of 256"): smollm.llm.complete([1] * 250, SamplingParams(max_tokens=10))
 

@@ -4,7 +4,13 @@ compiled kernel set for every position and every prompt length), host-side sampl
 Prefill runs the prompt in chunks of `PREFILL_LONG_CHUNK` tokens while more than `PREFILL_LONG_CHUNK - PREFILL_CHUNK` remain, then
 of `PREFILL_CHUNK` (the last one padded): a chunk is one batched pass whose kernels are the same for every prompt (one TinyJit per
 chunk size). Padding positions write KV entries past the prompt; causal masking keeps them out of every real position, and the
-next real token overwrites them."""
+next real token overwrites them.
+
+A prompt's output never depends on what was asked before: the KV cache of an earlier prompt is reused only for whole chunks that
+a fresh prefill of the new prompt would compute identically (same tokens, same offset and size), never for positions the decode
+step wrote. The rest is prefilled as a fresh prefill would be, so a cached prompt gives bit for bit the logits of an uncached one
+(attention summed over a cache part and a chunk part in another split, or a prompt token run by the decode step's int8 matvecs,
+would move near-ties between requests)."""
 from __future__ import annotations
 import importlib.metadata
 import importlib.util
@@ -89,6 +95,7 @@ class GGUFLLM:
     self.context_length = context_length
     self.finish_reason = "stop"  # why the last stream ended: "stop" (EOS, a stop string) or "length"
     self.cached: list[int] = []  # the ids whose keys and values the cache holds, from position 0
+    self.chunks: list[tuple[int, int]] = []  # (start, size) of the prefill chunks that wrote them: whole chunks of real prompt tokens
     cache_len = model.max_context
     # chunk size -> (its step's TinyJit, start_pos, index of the last real token); a long chunk only where the cache holds one.
     # Captured at their first call (the model's weights, cache and tables are realized at load): an eagerly run first call makes
@@ -110,20 +117,41 @@ class GGUFLLM:
 
   def _head(self, row: Tensor) -> Tensor: return self.model.head(row).realize()
 
+  def schedule(self, n: int) -> list[tuple[int, int]]:
+    """(offset, size) of the chunks that prefill n tokens: PREFILL_LONG_CHUNK while more than PREFILL_LONG_CHUNK - PREFILL_CHUNK
+    remain, then PREFILL_CHUNK (the last one padded). It depends on the tokens left only: the tail of a prompt's schedule is
+    the schedule of its tail."""
+    out, c = [], 0
+    while c < n:
+      size = PREFILL_LONG_CHUNK if n - c > PREFILL_LONG_CHUNK - PREFILL_CHUNK and PREFILL_LONG_CHUNK in self._prefills else PREFILL_CHUNK
+      out.append((c, size))
+      c += size
+    return out
+
   def prefill(self, ids: Sequence[int], start: int) -> np.ndarray:
-    """Runs ids at positions start.. through the model (chunks of PREFILL_LONG_CHUNK, then PREFILL_CHUNK) -> the logits after the
-    last one. A long chunk pads fewer than PREFILL_CHUNK positions, so it ends inside the cache's room for a padded short one."""
-    row, c = None, 0
-    while c < len(ids):
-      size = PREFILL_LONG_CHUNK if len(ids) - c > PREFILL_LONG_CHUNK - PREFILL_CHUNK and PREFILL_LONG_CHUNK in self._prefills else PREFILL_CHUNK
+    """Runs ids at positions start.. through the model in the chunks of `schedule` -> the logits after the last one. A long
+    chunk pads fewer than PREFILL_CHUNK positions, so it ends inside the cache's room for a padded short one."""
+    row = None
+    for c, size in self.schedule(len(ids)):
       jit, start_pos, last = self._prefills[size]
       chunk = list(ids[c:c + size])
       n = len(chunk)
       rows = self.model.embed_rows(chunk + [chunk[-1]] * (size - n))
       row = jit(rows, start_pos.bind(start + c), last.bind(n - 1))
-      c += size
     assert row is not None
     return self._head_jit(row).numpy()
+
+  def reusable(self, ids: Sequence[int]) -> int:
+    """How many leading positions of `ids` the KV cache already holds exactly as a fresh prefill of `ids` would write them: the
+    leading chunks of ids' schedule that the cached prompt was prefilled in too, over tokens they share; never the last chunk
+    (its logits are needed)."""
+    common = 0
+    while common < min(len(self.cached), len(ids)) and self.cached[common] == ids[common]: common += 1
+    keep = 0
+    for fresh, had in zip(self.schedule(len(ids))[:-1], self.chunks):
+      if fresh != had or sum(fresh) > common: break
+      keep = sum(fresh)
+    return keep
 
   def decode(self, token: int, pos: int) -> np.ndarray:
     return self._decode_jit(self.model.embed_rows([token]), self._sp_decode.bind(pos)).numpy()
@@ -148,12 +176,13 @@ class GGUFLLM:
   def _stream(self, ids: list[int], params: SamplingParams) -> Iterator[tuple[int, str]]:
     self.finish_reason = "length"
     if params.max_tokens == 0: return
-    # reuse the cached prefix; at least the last prompt token is run again for its logits
-    keep = 0
-    while keep < min(len(self.cached), len(ids) - 1) and self.cached[keep] == ids[keep]: keep += 1
+    # reuse the cached chunks a fresh prefill would compute the same; the rest is prefilled as a fresh prefill would
+    keep = self.reusable(ids)
+    self.chunks = [c for c in self.chunks if sum(c) <= keep]
     self.cached = ids[:keep]
     logits = self.prefill(ids[keep:], keep)
     self.cached = list(ids)
+    self.chunks += [(keep + c, size) for c, size in self.schedule(len(ids) - keep) if keep + c + size <= len(ids)]
     rng = np.random.default_rng(params.seed)
     history = list(ids)
     dec = self.tokenizer.stream_decoder()
