@@ -437,8 +437,11 @@ class NativePool:
     with self.lock:
       self.closed = True
       self._word(STOP).value = 1
-      for w, g in enumerate(self._gates):
-        if self.worker_state(w) == PARKED and g.locked(): g.release()
-    for t in self.threads:
-      if t is not threading.current_thread(): t.join(timeout=1.0)
+    for w, t in enumerate(self.threads):
+      if t is threading.current_thread(): continue
+      deadline = time.monotonic() + 1.0
+      while t.is_alive() and time.monotonic() < deadline:
+        # (again each time: a worker past its stop check may park just after the flag is set)
+        if self.worker_state(w) == PARKED and self._gates[w].locked(): self._gates[w].release()
+        t.join(timeout=0.01)
     atexit.unregister(self.close)
