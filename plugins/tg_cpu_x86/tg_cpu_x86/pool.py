@@ -7,8 +7,10 @@ Everything that runs per kernel is LLVM IR (`POOL_IR`, compiled once and cached 
   waits until every claimed chunk is done (the barrier) before the next entry; ncores == 0 is a kernel with nothing to run.
 - `tg_pool_worker(state, 0, w, 0)` is worker w's loop: it spins (`pause`) on the state block, claims and runs chunks, and
   returns after spinning idle for `IDLE_SPIN_S` with no replay running (or at shutdown); its Python thread then blocks on a
-  lock. While a replay runs the workers don't park, however long this thread spends on its own chunks between jobs; a
-  worker that has seen no job for `YIELD_AFTER_S` yields its core at each check (other threads of a loaded machine run).
+  lock. While a replay runs the workers don't park, however long this thread spends on single-thread kernels or its own
+  chunks between jobs. A worker that has seen no job for `YIELD_AFTER_S` yields its core at each check: where it shares a
+  core with the calling thread (an oversubscribed machine) that hands the core back, instead of spinning through the caller's
+  time slice (a caller that publishes no job while it waits for the core); on an idle core sched_yield returns at once.
 - `tg_pool_kick(state, out, k, 0)` marks workers 0..k-1 kicked (they restart their idle timer) and reports which had parked, for
   Python to release their locks: done once per replay (`NativePool.wake`), not per kernel.
 
