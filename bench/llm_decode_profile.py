@@ -82,6 +82,10 @@ def main() -> None:
       total = sum(sum(v) for v in per.values())
       print(f"  start_pos {pos}: decode step {step * 1e3:6.2f} ms ({1 / step:5.1f} tok/s), this thread's CPU time {step_cpu * 1e3:6.2f} ms; "
             f"kernels alone {total * 1e3:6.2f} ms")
+      from tg_cpu_x86 import runtime
+      pool = getattr(runtime, "_pool", None)
+      print(f"    split kernels: {sum(1 for r in rows if (r[3] or 1) > 1)} of {len(rows)}, the pool's handoff "
+            f"{pool.handoff_s * 1e6 if pool is not None else float('nan'):.2f} us")
       for k, ts in sorted(per.items(), key=lambda kv: -sum(kv[1])):
         print(f"    {k:14s} {len(ts):4d} kernels {sum(ts) * 1e3:7.3f} ms  ({sum(ts) / total * 100:4.1f}%)  {sum(ts) / len(ts) * 1e6:7.1f} us each")
       if a.list and pos == positions[-1]:

@@ -29,11 +29,11 @@ def test_split_matches_numpy(threads: int, monkeypatch: pytest.MonkeyPatch) -> N
   from tg_cpu_x86 import runtime
   monkeypatch.setattr(runtime, "split_threads", lambda t1, trip, mx, handoff_s: min(mx, trip))  # split even small kernels
   used: list[int] = [1]
-  orig = runtime._Workers.run
-  def spy(self: runtime._Workers, fn: object, argss: list, here: tuple) -> None:
-    if fn is not runtime._noop: used.append(len(argss) + 1)  # not the pool's handoff measurement
-    orig(self, fn, argss, here)
-  monkeypatch.setattr(runtime._Workers, "run", spy)
+  orig = runtime.NativePool.run
+  def spy(self: runtime.NativePool, fn: int, bufs: int, vals: int, ncores: int) -> None:
+    used.append(ncores)
+    orig(self, fn, bufs, vals, ncores)
+  monkeypatch.setattr(runtime.NativePool, "run", spy)
   r = np.random.default_rng(threads)
   a, b = r.standard_normal((67, 45)).astype(np.float32), r.standard_normal((45, 31)).astype(np.float32)
   x = r.standard_normal((1001, 7)).astype(np.float32)
@@ -173,35 +173,6 @@ def test_split_threads_weighs_the_handoff() -> None:
   assert split_threads(1e-3, 1000, 8, 100e-6) == 2        # more threads would cost more handoffs than they save
   assert split_threads(1e-3, 1000, 1, 0.0) == 1
 
-def test_pool_measures_its_handoff() -> None:
-  from tg_cpu_x86.runtime import _Workers
-  w = _Workers(1)
-  assert 0 < w.handoff_s < 1.0
-  out: list[int] = []
-  w.run(lambda i: out.append(i), [(1,), (2,)], here=(0,))
-  assert sorted(out) == [0, 1, 2]
-  def boom() -> None: raise ValueError("chunk failed")
-  with pytest.raises(ValueError, match="chunk failed"): w.run(boom, [()], here=())
-
-def test_pool_runs_the_chunks_a_busy_worker_has_not_taken() -> None:
-  # a worker that is late (here: busy with something else) doesn't hold up a launch: the calling thread runs its chunks itself
-  import threading
-  from tg_cpu_x86.runtime import _Workers
-  w = _Workers(1)
-  release, started = threading.Event(), threading.Event()
-  def busy() -> None:
-    started.set()
-    release.wait(30)  # (a bound, so a broken pool fails the asserts below instead of hanging)
-  w.q.put((busy, (), None, []))
-  started.wait(30)
-  ran: list[tuple[int, int]] = []
-  w.run(lambda i: ran.append((i, threading.get_ident())), [(1,), (2,)], here=(0,))
-  assert not release.is_set() and sorted(ran) == [(i, threading.get_ident()) for i in range(3)], ran
-  release.set()
-  out: list[int] = []
-  w.run(lambda i: out.append(i), [(1,)], here=(0,))  # the worker, free again, finds the stale launch empty and serves this one
-  assert sorted(out) == [0, 1]
-
 def test_large_elementwise_uses_threads() -> None:
   x = np.random.default_rng(0).standard_normal(1 << 20).astype(np.float32)
   with Context(NUM_CPU_THREADS=2):
@@ -231,8 +202,8 @@ def test_jit_replays_through_the_cpu_graph() -> None:
   with pytest.raises(ValueError, match="replayed with 1 buffer lists"): jf.plan[0][0]([[]], [{}])
 
 def test_cpu_graph_loop_and_split_kernels_interleave(monkeypatch: pytest.MonkeyPatch) -> None:
-  # small kernels run in the compiled replay loop, a big one split over the pool between them; new inputs, a Variable and the
-  # thread count change between replays, and every replay matches numpy
+  # small kernels and big ones split over the pool in one table; new inputs, a Variable and the thread count change between
+  # replays, and every replay matches numpy
   from tg_core import TinyJit, Variable
   from tg_cpu_x86 import runtime
   from tg_cpu_x86.graph import CPUGraph
@@ -240,12 +211,6 @@ def test_cpu_graph_loop_and_split_kernels_interleave(monkeypatch: pytest.MonkeyP
   launched: list[str] = []
   orig = runtime.CPUProgram.launch
   monkeypatch.setattr(runtime.CPUProgram, "launch", lambda self, *a: launched.append(self.name) or orig(self, *a))
-  pooled: list[int] = []
-  orig_run = runtime._Workers.run
-  def spy(self: runtime._Workers, fn: object, argss: list, here: tuple) -> None:
-    if fn is not runtime._noop: pooled.append(len(argss))
-    orig_run(self, fn, argss, here)
-  monkeypatch.setattr(runtime._Workers, "run", spy)
   def f(x: Tensor, big: Tensor, i: UOp) -> Tensor:
     a = (x + 1).realize()
     b = (big * 2).sum(1).realize()  # 4096 rows: split
@@ -265,14 +230,14 @@ def test_cpu_graph_loop_and_split_kernels_interleave(monkeypatch: pytest.MonkeyP
         got = jf(Tensor(x, device="CPU"), tb, Variable("i", 1, 10).bind(i)).numpy()
       want = ((x + 1) * 3 + (big * 2).sum(1)[:8] + (big[:8, :i] + 1).sum(1)).sum() + x[0]
       np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
-      if step == 4:  # all decided: the small kernels ran in the loop, only the split (and the Variable's, timed per value) from Python
+      if step == 4: launched.clear()  # every thread count decided (the Variable's for i = 4, 5 just now)
+      if step == 5:  # the whole table, small kernels and split ones, replayed in one native call
         g = jf.plan[0][0] if jf.plan is not None else None
-        assert isinstance(g, CPUGraph) and any(isinstance(s, tuple) for s in g.steps), g and g.steps
-        launched.clear()
-  # after step 4: step 5 launched the split kernel and the Variable's from Python (i = 6: decided at i = 4, 5, the same power-of-two
-  # bucket), step 6 (a new thread count) all five, step 7 only the Variable's (i = 8: a new bucket), step 8 none (i = 9: decided at 8)
-  assert len(launched) == 2 + 5 + 1 + 0, launched
-  assert pooled, "the split kernel never ran on the pool"
+        assert isinstance(g, CPUGraph) and g.steps == [(0, len(g.kernels))], g and g.steps
+        assert sorted({e.ncores for e in g.table}) == [1, 2], [e.ncores for e in g.table]
+  # after step 4: step 5 launched nothing from Python (i = 6: decided at i = 4, 5, the same power-of-two bucket), step 6 (a new
+  # thread count) all five, step 7 only the Variable's (i = 8: a new bucket), step 8 none (i = 9: decided at 8)
+  assert len(launched) == 0 + 5 + 1 + 0, launched
 
 # *** compile cache ***
 def test_disk_cache_hit(tmp_path: pytest.TempPathFactory) -> None:

@@ -1,28 +1,26 @@
 """Loads compiled objects (`tg_cpu_x86.elf`, C library symbols through ctypes; llvmlite's MCJIT for what it doesn't handle) and runs
 kernels on host threads.
 
-Each program is its own loaded image (kernel names repeat across programs). Calls go through ctypes, which
-releases the GIL for the foreign call, so the chunks of a split kernel (see `tg_cpu_x86.abi`) run in parallel on a
-thread pool. `NUM_CPU_THREADS` (0: os.cpu_count()) caps the number of threads.
+Each program is its own loaded image (kernel names repeat across programs). Calls go through ctypes, which releases the GIL
+for the foreign call. The chunks of a split kernel (see `tg_cpu_x86.abi`) run on the native pool (`tg_cpu_x86.pool`): spinning
+worker threads that claim chunks alongside the calling thread, with no Python per kernel. `NUM_CPU_THREADS` (0:
+os.cpu_count()) caps the number of threads.
 
 Whether a kernel is split is measured, not guessed: its first runs (per set of Variable values) are timed on the calling thread,
-and it is split only where the time saved beats the pool's handoff cost, itself timed when the pool starts. Small kernels
-(most of a model's) never touch the pool."""
+and it is split only where the time saved beats the pool's handoff cost, itself timed when the pool starts."""
 from __future__ import annotations
 import ctypes
 import functools
-import itertools
 import os
-import _thread
-import queue
 import threading
 import time
-from typing import Any, Callable
+from typing import Any
 
 from tg_core.helpers import NUM_CPU_THREADS
 from tg_cpu_x86.abi import kernel_work, symbol_name, work_symbol
 from tg_cpu_x86.compiler import create_target_machine, llvm
 from tg_cpu_x86.elf import ELFLoadError, LoadedObject
+from tg_cpu_x86.pool import NativePool
 
 # single-thread runs timed (per Variable values) before the split is decided; the first is cold (page faults, caches)
 TIMED_RUNS = 2
@@ -46,7 +44,7 @@ KERNEL_FN = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p, c
 # the C library functions LLVM may call: memset/memcpy from idiom recognition, libm for TRANSCENDENTAL=0, libgcc's double -> half
 # conversion (F16C has no instruction for it)
 C_SYMBOLS = ("memset", "memcpy", "memmove", "memcmp", "exp2f", "exp2", "log2f", "log2", "sinf", "sin", "powf", "pow", "sqrtf", "sqrt",
-             "truncf", "trunc", "fmaf", "fma", "expf", "exp", "logf", "log", "__bzero", "bzero", "__truncdfhf2")
+             "truncf", "trunc", "fmaf", "fma", "expf", "exp", "logf", "log", "__bzero", "bzero", "__truncdfhf2", "sched_yield")
 
 @functools.cache
 def _c_libs() -> list[ctypes.CDLL]:
@@ -83,62 +81,21 @@ def _init_symbols() -> None:
   for sym in C_SYMBOLS:
     if not llvm().address_of_symbol(sym) and (addr := c_symbol(sym)): llvm().add_symbol(sym, addr)
 
-def _noop(*args: Any) -> None: pass
-
-class _Workers:
-  """Threads that run kernel chunks (ctypes releases the GIL for the call). Lighter than concurrent.futures, whose import
-  (with logging) costs ~3 ms of a cold start: a handoff is a queue put, and completion a plain lock (no Event/Condition).
-  `handoff_s` is the measured cost of one round trip through the pool."""
-  def __init__(self, n: int):
-    self.q: queue.SimpleQueue = queue.SimpleQueue()
-    for i in range(n): threading.Thread(target=self._loop, name=f"tg_cpu_{i}", daemon=True).start()
-    self.n = n
-    self.handoff_s = self._measure_handoff()
-  def _loop(self) -> None:
-    while True:
-      fn, args, done, errs = self.q.get()
-      try: fn(*args)
-      except BaseException as e: errs.append(e)
-      finally:
-        if done is not None: done.release()
-  def run(self, fn: Callable, argss: list[tuple], here: tuple) -> None:
-    """fn(*here) and fn(*args) for each of argss, each once; returns when all are done. The calling thread runs one, then any
-    no worker has taken yet: a worker that wakes late (a loaded machine: measured 4-8 ms late on a 2-core VM with a load
-    average of 12, for a 2 ms chunk) then costs no more than running the chunks here."""
-    errs: list[BaseException] = []
-    jobs = [here, *argss]
-    claim = itertools.count()  # next() is one C call under the GIL: each job is claimed once
-    left, left_lock = [len(jobs)], _thread.allocate_lock()
-    (all_done := _thread.allocate_lock()).acquire()
-    def work() -> None:
-      while (i := next(claim)) < len(jobs):
-        try: fn(*jobs[i])
-        except BaseException as e: errs.append(e)
-        finally:
-          with left_lock:
-            left[0] -= 1
-            if left[0] == 0: all_done.release()
-    for _ in argss: self.q.put((work, (), None, errs))
-    work()
-    all_done.acquire()  # the buffers stay in use until every chunk is done (a worker that found none left touches nothing)
-    if errs: raise errs[0]
-  def _dispatch(self, fn: Callable, argss: list[tuple], here: tuple) -> None:
-    """fn(*here) on the calling thread and fn(*args) for each of argss on a worker (no stealing); returns when all are done."""
-    done = []
-    for args in argss:
-      (lk := _thread.allocate_lock()).acquire()
-      done.append(lk)
-      self.q.put((fn, args, lk, []))
-    fn(*here)
-    for lk in done: lk.acquire()
-  def _measure_handoff(self, rounds: int = 9) -> float:
-    """The median time of handing an empty chunk to each worker and waiting for it: what a split must save to pay off."""
-    ts = []
-    for _ in range(rounds):
-      st = time.perf_counter()
-      self._dispatch(_noop, [()] * self.n, ())
-      ts.append(time.perf_counter() - st)
-    return sorted(ts)[rounds // 2]
+def load_symbols(lib: bytes, names: tuple[str, ...]) -> tuple[Any, dict[str, int]]:
+  """Load an object (hand-written IR's, e.g. tg_cpu_x86.pool's) and the addresses of its functions `names`: (the image to keep
+  referenced while they can run, name -> address). Through `tg_cpu_x86.elf`, else LLVM's linker."""
+  try:
+    image: Any = LoadedObject(lib, c_symbol)
+    addrs = {n: image.symbols.get(n, 0) for n in names}
+  except ELFLoadError:
+    _init_symbols()
+    binding = llvm()
+    image = binding.create_mcjit_compiler(binding.parse_assembly(""), create_target_machine())
+    image.add_object_file(binding.ObjectFileRef.from_data(lib))
+    image.finalize_object()
+    addrs = {n: image.get_function_address(n) for n in names}
+  if missing := [n for n, a in addrs.items() if not a]: raise RuntimeError(f"symbols {missing} not found in the compiled object")
+  return image, addrs
 
 def split_threads(t1: float, trip: int, mx: int, handoff_s: float) -> int:
   """Threads for a kernel that takes t1 seconds on one thread and whose split loop runs `trip` times: the n (up to mx and trip)
@@ -147,12 +104,19 @@ def split_threads(t1: float, trip: int, mx: int, handoff_s: float) -> int:
   return min(range(1, max(1, min(mx, trip)) + 1), key=lambda n: t1 / n + 2 * handoff_s * (n - 1))
 
 _pool_lock = threading.Lock()
-_pool: _Workers | None = None
-def _get_pool(n: int) -> _Workers:
+_pool: NativePool | None = None
+def get_pool(n: int) -> NativePool:
+  """The process's native pool with at least `n` workers (started on first use; a larger one replaces an outgrown pool)."""
   global _pool
   with _pool_lock:
-    if _pool is None or _pool.n < n: _pool = _Workers(n)  # an outgrown pool's threads idle on their own queue
+    if _pool is None or _pool.n < n:
+      if _pool is not None: _pool.close()
+      _pool = NativePool(n)
     return _pool
+
+def wake_workers() -> int:
+  """Workers for this thread count (NUM_CPU_THREADS) to wake: one fewer than the threads."""
+  return max_threads() - 1
 
 @functools.cache
 def _cpu_count() -> int: return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
@@ -188,7 +152,7 @@ class CPUProgram:
       engine.finalize_object()
       addr, waddr = engine.get_function_address(symbol_name(self.name)), engine.get_global_value_address(work_symbol(self.name))
     if not addr: raise RuntimeError(f"kernel {self.name}: symbol {symbol_name(self.name)} not found in the compiled object")
-    self.fxn = KERNEL_FN(addr)
+    self.fxn, self.addr = KERNEL_FN(addr), addr
     self.work_per_iter = ctypes.c_int64.from_address(waddr).value if waddr else 0
 
   @property
@@ -239,7 +203,7 @@ class CPUProgram:
     else:
       self._timings.pop(vals, None)
       mx = max_threads()
-      n = split_threads(best, int(self.fxn(bufs, vals_arr, 0, 0)), mx, _get_pool(mx - 1).handoff_s)
+      n = split_threads(best, int(self.fxn(bufs, vals_arr, 0, 0)), mx, get_pool(mx - 1).handoff_s)
       self._remember(vals, n)
 
   def _check_knob(self) -> None:
@@ -262,8 +226,8 @@ class CPUProgram:
     if self._quick_src is not None: st = time.perf_counter()
     if n == 1: self.fxn(bufs, vals_arr, 0, 1)
     elif n == 0: self._timed(bufs, vals_arr, key)
-    else:  # chunks 1..n-1 on the workers, chunk 0 on this thread
-      _get_pool(n - 1).run(self.fxn, [(bufs, vals_arr, i, n) for i in range(1, n)], here=(bufs, vals_arr, 0, n))
+    else:  # its n chunks claimed by this thread and the native pool's workers
+      get_pool(n - 1).run(self.addr, ctypes.addressof(bufs), ctypes.addressof(vals_arr), n)
     if self._quick_src is not None:
       self._quick_s += time.perf_counter() - st
       if self._quick_s >= UPGRADE_S: self.upgrade()
