@@ -4,10 +4,10 @@ The target machine is the host: its CPU name and features (AVX2/AVX-512 where pr
 `cachekey` names the LLVM version, triple, CPU, features and optimization level, so the on-disk cache of
 `Compiler.compile_cached` never hands an object built for another machine or another LLVM.
 
-`llvmlite.binding` is slow to import (its Python wrappers, most of a cold first kernel's budget) and is imported only for a
-full-level compile: host detection and the quick tier (every small kernel's first compile) call llvmlite's library directly
-(`tg_cpu_x86.llvmcapi`) where its version was checked, and the host facts the device's caps and the cache key need are kept
-in the disk cache (`host_target`), so a process whose kernels all come from the compile cache never loads LLVM."""
+`llvmlite.binding` is slow to import (its Python wrappers: most of a cold first kernel's budget): host detection and compiles
+call llvmlite's library directly (`tg_cpu_x86.llvmcapi`) where its version was checked, llvmlite.binding only elsewhere (and for
+the runtime's MCJIT fallback). The host facts the device's caps and the cache key need are kept in the disk cache
+(`host_target`), so a process whose kernels all come from the compile cache never loads LLVM."""
 from __future__ import annotations
 import functools
 import hashlib
@@ -44,7 +44,7 @@ def llvm() -> ModuleType:
 _warm_thread: threading.Thread | None = None
 def warm_up(compiler: LLVMCompiler) -> None:
   """Set LLVM up for `compiler` on a background thread (once per process): load LLVM (its shared library's load runs without
-  the GIL), detect the host and make the quick tier's target machine, while the caller builds and schedules
+  the GIL), detect the host and make the target machine, while the caller builds and schedules
   its first kernels. Whatever needs LLVM before it is done waits for it (`_init_lock`). Only where the host facts aren't in the
   disk cache (a first process: it needs LLVM to detect the host anyway); elsewhere a process whose kernels all come from the
   compile cache never loads LLVM."""
@@ -53,7 +53,7 @@ def warm_up(compiler: LLVMCompiler) -> None:
   def work() -> None:
     with _init_lock:
       host_facts()
-      compiler.quick_tm if llvmcapi.available() else compiler.tm  # noqa: B018
+      compiler.capi_tm if llvmcapi.available() else compiler.tm  # noqa: B018
   (_warm_thread := threading.Thread(target=work, name="tg_cpu_llvm_warm_up", daemon=True)).start()
 
 # the disk cache table of LLVM's host detection, keyed by what it depends on (`_host_key`)
@@ -160,16 +160,16 @@ class LLVMCompiler(Compiler):
     with _init_lock: return self.__dict__.get("tm") or create_target_machine(self.opt)
 
   @functools.cached_property
-  def quick_tm(self) -> llvmcapi.TargetMachine:
-    """The host target machine of quick-tier compiles through llvmcapi (only where `llvmcapi.available()`)."""
+  def capi_tm(self) -> llvmcapi.TargetMachine:
+    """The host target machine of compiles through llvmcapi (only where `llvmcapi.available()`)."""
     with _init_lock:
-      if (ret := self.__dict__.get("quick_tm")) is None:
+      if (ret := self.__dict__.get("capi_tm")) is None:
         triple, cpu, features = host_target()
         ret = llvmcapi.TargetMachine(triple, cpu, features, self.opt)
       return ret
 
   def optimize(self, src: str) -> Any:
-    """The parsed, verified and optimized module."""
+    """The parsed, verified and optimized module, through llvmlite.binding (where llvmcapi isn't available)."""
     binding = llvm()
     mod = binding.parse_assembly(src)
     mod.verify()
@@ -201,12 +201,14 @@ class LLVMCompiler(Compiler):
 
   def compile(self, src: str) -> bytes:
     with _lock:  # one target machine: keep codegen single-threaded per compiler
-      # the quick tier without llvmlite.binding: the same calls, the same object (tests/test_llvmcapi.py)
-      if pass_level(src, self.opt) == 0 and llvmcapi.available(): return self.quick_tm.compile_quick(src)
+      # without llvmlite.binding where it can: the same calls, the same object (tests/test_llvmcapi.py)
+      if llvmcapi.available(): return self.capi_tm.compile(src, pass_level(src, self.opt))
       return bytes(self.tm.emit_object(self.optimize(src)))
 
   def to_asm(self, src: str) -> str:
-    with _lock: return str(self.tm.emit_assembly(self.optimize(src)))
+    with _lock:
+      if llvmcapi.available(): return self.capi_tm.compile(src, pass_level(src, self.opt), asm=True).decode()
+      return str(self.tm.emit_assembly(self.optimize(src)))
 
   def disassemble(self, lib: bytes) -> str | None:
     try:

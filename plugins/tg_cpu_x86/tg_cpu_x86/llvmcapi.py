@@ -1,9 +1,9 @@
-"""The few entry points of llvmlite's shared library (its `LLVMPY_*` C API) that a quick-tier compile and host detection need,
+"""The few entry points of llvmlite's shared library (its `LLVMPY_*` C API) that compiling a kernel and host detection need,
 called through ctypes directly.
 
 Importing `llvmlite.binding` runs its Python wrappers for the whole C API (and llvmlite.ir, tempfile, importlib.resources, ...):
-most of what setting LLVM up costs a cold first kernel, where loading the library itself is a small part. The compile of a small
-kernel (parse, verify, the always-inliner, emit an object) needs a dozen functions: this module declares only those, on the same
+most of what setting LLVM up costs a cold first kernel, where loading the library itself is a small part. A compile (parse, verify,
+the always-inliner or the default pipeline at a speed level, emit an object) needs a few dozen functions: this module declares only those, on the same
 library file llvmlite.binding loads (one copy of LLVM in the process), and makes the same calls with the same arguments, so the
 object is byte-for-byte what llvmlite.binding would emit (tests/test_llvmcapi.py compares them).
 
@@ -52,6 +52,11 @@ _SIGS: dict[str, tuple[object, list[object]]] = {
   "LLVMPY_CreateNewModulePassManager": (_P, []),
   "LLVMPY_DisposeNewModulePassManger": (None, [_P]),  # sic: llvmlite's spelling
   "LLVMPY_module_AddAlwaysInlinerPass": (None, [_P]),
+  "LLVMPY_PTOSetLoopVectorization": (None, [_P, ctypes.c_bool]),
+  "LLVMPY_PTOSetSLPVectorization": (None, [_P, ctypes.c_bool]),
+  "LLVMPY_PTOSetLoopUnrolling": (None, [_P, ctypes.c_bool]),
+  "LLVMPY_PTOSetLoopInterleaving": (None, [_P, ctypes.c_bool]),
+  "LLVMPY_buildPerModuleDefaultPipeline": (_P, [_P, ctypes.c_int]),
   "LLVMPY_RunNewModulePassManager": (None, [_P, _P, _P]),
   "LLVMPY_TargetMachineEmitToMemory": (_P, [_P, _P, ctypes.c_int, _OUT]),
   "LLVMPY_GetBufferStart": (_P, [_P]),
@@ -124,8 +129,7 @@ def host_cpu_features() -> str:
   return ",".join(f"{'+' if v else '-'}{k}" for k, v in sorted(feats.items()))
 
 class TargetMachine:
-  """An LLVM target machine (the arguments of llvmlite's `Target.create_target_machine`) that compiles IR text to object bytes
-  with the always-inliner alone, the quick tier's pipeline."""
+  """An LLVM target machine (the arguments of llvmlite's `Target.create_target_machine`) that compiles IR text to object bytes."""
   def __init__(self, triple: str, cpu: str, features: str, opt: int, reloc: str = "pic", codemodel: str = "default"):
     L = _need()
     target, err = _out(L.LLVMPY_GetTargetFromTriple, triple.encode())
@@ -141,9 +145,11 @@ class TargetMachine:
   def __del__(self) -> None:
     if getattr(self, "_tm", None) and not sys.is_finalizing(): self._L.LLVMPY_DisposeTargetMachine(self._tm)
 
-  def compile_quick(self, src: str) -> bytes:
-    """Parse and verify `src`, run the always-inliner (a speed-level-0 pass builder), emit an object. Raises RuntimeError with
-    LLVM's message on bad IR. Not thread-safe per target machine: the caller serializes."""
+  def compile(self, src: str, level: int, asm: bool = False) -> bytes:
+    """Parse and verify `src`, optimize it and emit an object (`asm`: assembly text). `level` 0 runs the always-inliner alone,
+    1-3 LLVM's default module pipeline at that speed level with loop/SLP vectorization, unrolling and interleaving on (what
+    tg_cpu_x86.compiler asked llvmlite.binding for). Raises RuntimeError with LLVM's message on bad IR. Not thread-safe per
+    target machine: the caller serializes."""
     L = self._L
     ctx = L.LLVMPY_ContextCreate()  # a context of its own: llvmlite.binding's global one may be in use on another thread
     try:
@@ -155,16 +161,20 @@ class TargetMachine:
         L.LLVMPY_SetTarget(mod, self.triple.encode())
         L.LLVMPY_SetDataLayout(mod, self.data_layout.encode())
         pto = L.LLVMPY_CreatePipelineTuningOptions()
+        if level > 0:
+          for setter in (L.LLVMPY_PTOSetLoopVectorization, L.LLVMPY_PTOSetSLPVectorization, L.LLVMPY_PTOSetLoopUnrolling,
+                         L.LLVMPY_PTOSetLoopInterleaving): setter(pto, True)
         pb = L.LLVMPY_CreatePassBuilder(self._tm, pto)
-        mpm = L.LLVMPY_CreateNewModulePassManager()
-        try:
+        if level > 0: mpm = L.LLVMPY_buildPerModuleDefaultPipeline(pb, level)
+        else:
+          mpm = L.LLVMPY_CreateNewModulePassManager()
           L.LLVMPY_module_AddAlwaysInlinerPass(mpm)
-          L.LLVMPY_RunNewModulePassManager(mpm, mod, pb)
+        try: L.LLVMPY_RunNewModulePassManager(mpm, mod, pb)
         finally:
           L.LLVMPY_DisposeNewModulePassManger(mpm)
           L.LLVMPY_DisposePassBuilder(pb)
           L.LLVMPY_DisposePipelineTuningOptions(pto)
-        mb, err = _out(L.LLVMPY_TargetMachineEmitToMemory, self._tm, mod, 1)
+        mb, err = _out(L.LLVMPY_TargetMachineEmitToMemory, self._tm, mod, 0 if asm else 1)
         if not mb: raise RuntimeError(err)
         try: return ctypes.string_at(L.LLVMPY_GetBufferStart(mb), L.LLVMPY_GetBufferSize(mb))
         finally: L.LLVMPY_DisposeMemoryBuffer(mb)
