@@ -461,3 +461,39 @@ def test_window_needs_a_loop_target():
   out, _ = _conv_case()
   items, _ = create_schedule(UOp.sink(Tensor(rnd(2, 4, 6, 6), device="PYTHON").conv2d(Tensor(rnd(3, 4, 3, 3), device="PYTHON"), padding=1).uop))
   with pytest.raises(KernelOptError, match="WINDOW"): get_program(items[0].ast, Device["PYTHON"].renderer, [Opt(OptOps.SWAP, 1, 2), Opt(OptOps.WINDOW, 2)])
+
+# *** affine: an index's stride along a range ***
+
+def _eval(u: UOp, env: dict[UOp, int]) -> int:
+  """u evaluated with Python ints (the independent check of affine's answer)."""
+  from tg_core.uop import Ops
+  if u in env: return env[u]
+  if u.op is Ops.CONST: return u.arg
+  vals = [_eval(s, env) for s in u.src]
+  if u.op is Ops.ADD: return vals[0] + vals[1]
+  if u.op is Ops.MUL: return vals[0] * vals[1]
+  if u.op is Ops.IDIV: return int(vals[0] / vals[1])
+  raise NotImplementedError(u.op)
+
+@pytest.mark.parametrize("case", ["flat", "scaled_sum", "nested_scaled", "two_terms", "not_affine", "free"])
+def test_affine_stride_and_base(case: str) -> None:
+  import itertools
+  from tg_core.codegen.vectorize import affine
+  from tg_core.dtype import dtypes
+  from tg_core.uop import Ops
+  from tg_core.uop.ops import AxisType
+  r0, r1, r4 = (UOp(Ops.RANGE, dtypes.weakint, (UOp.const(dtypes.weakint, n),), (i, AxisType.LOOP)) for i, n in ((0, 4), (1, 8), (4, 2)))
+  idx = {"flat": r0 * 128 + r4 * 64 + r1 * 8,
+         "scaled_sum": (r0 * 2 + r4) * 64 + r1 * 8,                     # the range inside a scaled sum: what a 64x64 matmul's upcast index is
+         "nested_scaled": ((r4 + r0) * 3 + r1 * 5 + r4 * 2) * 7 + r1,
+         "two_terms": (r0 + r4) * 16 + r4 * 4 + 3,
+         "not_affine": (r4 * r4) * 8 + r0,
+         "free": r0 * 8 + r1}[case]
+  got = affine(idx, r4)
+  if case == "not_affine": assert got is None; return  # noqa: E702
+  assert got is not None
+  base, stride = got
+  for v0, v1, v4 in itertools.product(range(4), range(8), range(2)):
+    env = {r0: v0, r1: v1, r4: v4}
+    assert _eval(idx, env) == _eval(base, env) + v4 * stride, (case, v0, v1, v4)
+  assert r4 not in base.toposort()

@@ -18,11 +18,9 @@ log2(inf)=inf, sin(+-inf)=NaN, sin(-0)=-0.
 Which ops are rewritten: the renderer's `caps.native_transcendentals` (default: all) says what it has; TRANSCENDENTAL=2
 forces the approximations for every float dtype, TRANSCENDENTAL=0 disables them."""
 from __future__ import annotations
-import decimal
 import functools
 import math
 import struct
-from fractions import Fraction
 from typing import TYPE_CHECKING, Callable
 
 from tg_core.dtype import DType, dtypes
@@ -33,6 +31,8 @@ from tg_core.uop.pattern import PatternMatcher, UPat
 from tg_core.uop.rewrite import graph_rewrite
 
 if TYPE_CHECKING:
+  from fractions import Fraction
+
   from tg_core.device import Renderer
 
 APPROXIMATED_OPS: frozenset[Ops] = frozenset({Ops.EXP2, Ops.LOG2, Ops.SIN})
@@ -58,10 +58,13 @@ def two_over_pi_words(nwords: int) -> tuple[int, ...]:
   t = (1 << (2 * nbits + 65)) // _pi_fixed(nbits + 64)  # 2/pi * 2^nbits
   return tuple((t >> (32 * (nwords - 1 - i))) & 0xFFFFFFFF for i in range(nwords))
 
-def _pio2() -> Fraction: return Fraction(_pi_fixed(256), 1 << 257)
+def _pio2() -> Fraction:
+  from fractions import Fraction  # here, not at import: every kernel's codegen imports this module, few approximate sin
+  return Fraction(_pi_fixed(256), 1 << 257)
 
 def _split(v: Fraction, bits: int) -> Fraction:
   """v truncated to `bits` significant bits."""
+  from fractions import Fraction
   e = math.floor(math.log2(v))
   scale = Fraction(2) ** (bits - 1 - e)
   return Fraction(math.floor(v * scale)) / scale
@@ -80,6 +83,7 @@ def _f32(x: float) -> float: return struct.unpack("f", struct.pack("f", x))[0]
 @functools.cache
 def _two_over_ln2(dt: DType) -> tuple[float, float]:
   """2/ln(2) as hi + lo, hi exact in dt."""
+  import decimal  # here, not at import (see _pio2)
   ctx = decimal.Context(prec=60)
   c = ctx.divide(decimal.Decimal(2), decimal.Decimal(2).ln(ctx))
   hi = float(c) if dt == dtypes.float64 else _f32(float(c))

@@ -28,16 +28,35 @@ def _add_terms(u: UOp) -> list[UOp]:
     else: out.append(x)
   return out
 
+def _sum_stride(u: UOp, rng: UOp) -> int | None:
+  """The stride of `u` along rng where u is made of rng by ADDs and MULs by int constants only (every other leaf free of
+  rng), e.g. (r0*2 + rng)*64: exact integer arithmetic, no simplification needed; else None."""
+  if u is rng: return 1
+  if rng not in u.toposort(): return 0
+  if u.op is Ops.ADD:
+    ret = 0
+    for s in u.src:
+      if (k := _sum_stride(s, rng)) is None: return None
+      ret += k
+    return ret
+  if u.op is Ops.MUL:
+    for x, c in (u.src, u.src[::-1]):
+      if c.op is Ops.CONST and isinstance(c.arg, int) and (k := _sum_stride(x, rng)) is not None: return k * c.arg
+  return None
+
 def affine(idx: UOp, rng: UOp) -> tuple[UOp, int] | None:
   """(base, stride) with idx == base + rng*stride for every value of rng, proven by symbolic simplification; else None."""
   # the common case, read off the sum: rng and rng*c terms, every other term free of rng
-  base_terms, stride = [], 0
+  base_terms, stride, nested = [], 0, False
   for t in _add_terms(idx):
     if t is rng: stride += 1
     elif t.op is Ops.MUL and rng in t.src and (c := t.src[1] if t.src[0] is rng else t.src[0]).op is Ops.CONST and isinstance(c.arg, int): stride += c.arg
-    elif rng in t.toposort(): break
-    else: base_terms.append(t)
+    elif rng not in t.toposort(): base_terms.append(t)
+    elif (k := _sum_stride(t, rng)) is not None: stride, nested = stride + k, True  # rng inside a scaled sum: (a + rng)*c
+    else: break
   else:
+    # with rng nested in a term, the base is idx at rng = 0, simplified: what the proof below would return for it
+    if nested: return idx.substitute({rng: rng.const_like(0)}).simplify(), stride
     base = base_terms[0] if base_terms else idx.const_like(0)
     for t in base_terms[1:]: base = base + t
     return base, stride

@@ -4,9 +4,10 @@ The target machine is the host: its CPU name and features (AVX2/AVX-512 where pr
 `cachekey` names the LLVM version, triple, CPU, features and optimization level, so the on-disk cache of
 `Compiler.compile_cached` never hands an object built for another machine or another LLVM.
 
-`llvmlite.binding` takes ~55 ms to import (most of a cold first kernel's budget) and is imported only when something is
-compiled: the host facts the device's caps and the cache key need are kept in the disk cache (`host_target`), so a
-process whose kernels all come from the compile cache never loads LLVM."""
+`llvmlite.binding` is slow to import (its Python wrappers: most of a cold first kernel's budget): host detection and compiles
+call llvmlite's library directly (`tg_cpu_x86.llvmcapi`) where its version was checked, llvmlite.binding only elsewhere (and for
+the runtime's MCJIT fallback). The host facts the device's caps and the cache key need are kept in the disk cache
+(`host_target`), so a process whose kernels all come from the compile cache never loads LLVM."""
 from __future__ import annotations
 import functools
 import hashlib
@@ -19,6 +20,7 @@ import llvmlite  # the version only: llvmlite/__init__.py imports nothing else
 
 from tg_core.device import Compiler, diskcache_get, diskcache_put
 from tg_core.helpers import BEAM, getenv
+from tg_cpu_x86 import llvmcapi
 from tg_cpu_x86.abi import kernel_work
 
 _lock = threading.Lock()
@@ -41,8 +43,8 @@ def llvm() -> ModuleType:
 
 _warm_thread: threading.Thread | None = None
 def warm_up(compiler: LLVMCompiler) -> None:
-  """Set LLVM up for `compiler` on a background thread (once per process): import llvmlite.binding (its shared library's load,
-  most of the ~55 ms, runs without the GIL), detect the host and make the target machine, while the caller builds and schedules
+  """Set LLVM up for `compiler` on a background thread (once per process): load LLVM (its shared library's load runs without
+  the GIL), detect the host and make the target machine, while the caller builds and schedules
   its first kernels. Whatever needs LLVM before it is done waits for it (`_init_lock`). Only where the host facts aren't in the
   disk cache (a first process: it needs LLVM to detect the host anyway); elsewhere a process whose kernels all come from the
   compile cache never loads LLVM."""
@@ -51,7 +53,7 @@ def warm_up(compiler: LLVMCompiler) -> None:
   def work() -> None:
     with _init_lock:
       host_facts()
-      compiler.tm  # noqa: B018
+      compiler.capi_tm if llvmcapi.available() else compiler.tm  # noqa: B018
   (_warm_thread := threading.Thread(target=work, name="tg_cpu_llvm_warm_up", daemon=True)).start()
 
 # the disk cache table of LLVM's host detection, keyed by what it depends on (`_host_key`)
@@ -84,9 +86,14 @@ def host_facts() -> tuple[str, str, str, str]:
 def _host_facts() -> tuple[str, str, str, str]:
   key = _host_key()
   if key != ("",) and isinstance(hit := diskcache_get(HOST_TABLE, key), tuple) and len(hit) == 4: return hit
+  arch = getenv("TG_CPU_ARCH", "")
+  if llvmcapi.available():  # the same queries without importing llvmlite.binding
+    triple, ver = llvmcapi.process_triple(), llvmcapi.version()
+    cpu, features = (arch, "") if arch else (llvmcapi.host_cpu_name(), llvmcapi.host_cpu_features())
+    return diskcache_put(HOST_TABLE, key, (triple, cpu, features, ver)) if key != ("",) else (triple, cpu, features, ver)
   binding = llvm()
   triple = binding.get_process_triple()
-  if arch := getenv("TG_CPU_ARCH", ""): cpu, features = arch, ""  # an explicit CPU (e.g. x86-64-v3): its own features only
+  if arch: cpu, features = arch, ""  # an explicit CPU (e.g. x86-64-v3): its own features only
   else:
     cpu = binding.get_host_cpu_name()
     try: features = binding.get_host_cpu_features().flatten()
@@ -152,8 +159,17 @@ class LLVMCompiler(Compiler):
     """The host target machine, made on the first compile or by `warm_up` (it needs llvmlite.binding)."""
     with _init_lock: return self.__dict__.get("tm") or create_target_machine(self.opt)
 
+  @functools.cached_property
+  def capi_tm(self) -> llvmcapi.TargetMachine:
+    """The host target machine of compiles through llvmcapi (only where `llvmcapi.available()`)."""
+    with _init_lock:
+      if (ret := self.__dict__.get("capi_tm")) is None:
+        triple, cpu, features = host_target()
+        ret = llvmcapi.TargetMachine(triple, cpu, features, self.opt)
+      return ret
+
   def optimize(self, src: str) -> Any:
-    """The parsed, verified and optimized module."""
+    """The parsed, verified and optimized module, through llvmlite.binding (where llvmcapi isn't available)."""
     binding = llvm()
     mod = binding.parse_assembly(src)
     mod.verify()
@@ -185,10 +201,14 @@ class LLVMCompiler(Compiler):
 
   def compile(self, src: str) -> bytes:
     with _lock:  # one target machine: keep codegen single-threaded per compiler
+      # without llvmlite.binding where it can: the same calls, the same object (tests/test_llvmcapi.py)
+      if llvmcapi.available(): return self.capi_tm.compile(src, pass_level(src, self.opt))
       return bytes(self.tm.emit_object(self.optimize(src)))
 
   def to_asm(self, src: str) -> str:
-    with _lock: return str(self.tm.emit_assembly(self.optimize(src)))
+    with _lock:
+      if llvmcapi.available(): return self.capi_tm.compile(src, pass_level(src, self.opt), asm=True).decode()
+      return str(self.tm.emit_assembly(self.optimize(src)))
 
   def disassemble(self, lib: bytes) -> str | None:
     try:
