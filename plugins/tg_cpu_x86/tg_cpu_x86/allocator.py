@@ -15,6 +15,7 @@ from tg_core.device import BufferSpec, Compiled, LRUAllocator
 HUGE_PAGE = 2 << 20
 # the advice is Linux-only (mmap has no MADV_HUGEPAGE elsewhere): without it buffers are plain pages
 _MADV_HUGEPAGE: int | None = mmap.MADV_HUGEPAGE if hasattr(mmap, "MADV_HUGEPAGE") else None
+_MADV_NOHUGEPAGE: int | None = getattr(mmap, "MADV_NOHUGEPAGE", None)
 
 class CPUBuffer:
   """The opaque of a CPU buffer: its address, size and a flat byte memoryview of it. `owner` keeps the memory alive."""
@@ -40,7 +41,11 @@ class CPUAllocator(LRUAllocator[CPUBuffer]):
     if huge:
       base = ctypes.addressof(ctypes.c_uint8.from_buffer(mm))
       off = -base % HUGE_PAGE
-      try: mm.madvise(_MADV_HUGEPAGE)
+      # only the buffer's whole huge pages: a huge page over its last partial one would make up to 2 MiB past its end resident
+      whole = size // HUGE_PAGE * HUGE_PAGE
+      try:
+        mm.madvise(_MADV_HUGEPAGE, off, whole)
+        if _MADV_NOHUGEPAGE is not None: mm.madvise(_MADV_NOHUGEPAGE, off + whole, len(mm) - off - whole)  # THP "always" mode
       except OSError: pass  # THP disabled ("never"): plain pages, same results
     carr = (ctypes.c_uint8 * max(size, 1)).from_buffer(mm, off)
     ret = CPUBuffer(ctypes.addressof(carr), size, memoryview(mm)[off:off + size])
