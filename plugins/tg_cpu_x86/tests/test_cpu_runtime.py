@@ -388,12 +388,12 @@ def test_large_buffer_keeps_no_memory_past_its_end() -> None:
   from tg_cpu_x86.allocator import HUGE_PAGE
   thp = pathlib.Path("/sys/kernel/mm/transparent_hugepage/enabled")
   if not thp.exists() or "[never]" in thp.read_text(): pytest.skip("no transparent huge pages on this host: nothing to waste")
-  size = HUGE_PAGE + 3 * mmap.PAGESIZE
+  # one page short of two huge pages: the second huge page lies inside the mapping wherever the aligned buffer starts in it
+  size = 2 * HUGE_PAGE - mmap.PAGESIZE
   b = Buffer("CPU", size, dtypes.uint8).allocate()
   b.copyin(memoryview(bytes(range(256)) * (size // 256)).cast("B"))  # every page of the buffer touched
   cb = b._buf
-  end = cb.addr + size  # page-aligned: size is a multiple of the page
-  past = HUGE_PAGE - 3 * mmap.PAGESIZE  # the rest of the huge page the tail sits in, inside the mapping
+  end, past = cb.addr + size, mmap.PAGESIZE  # the page after the buffer, in the huge page of its tail
   vec = (ctypes.c_ubyte * (past // mmap.PAGESIZE))()
   libc = ctypes.CDLL(None, use_errno=True)
   assert libc.mincore(ctypes.c_void_p(end), ctypes.c_size_t(past), vec) == 0, ctypes.get_errno()
