@@ -346,6 +346,27 @@ def test_large_buffer_starts_on_a_huge_page() -> None:
   t = Tensor(x, device="CPU")
   np.testing.assert_allclose((t * 2).sum().item(), float((x.astype(np.float64) * 2).sum()), rtol=1e-4)
 
+def test_large_buffer_keeps_no_memory_past_its_end() -> None:
+  """The huge-page advice covers a buffer's whole huge pages only: filling it leaves nothing resident past its last 4 KiB page
+  (a huge page over its partial tail would make up to 2 MiB beyond it resident)."""
+  import ctypes
+  import mmap
+  import pathlib
+  from tg_cpu_x86.allocator import HUGE_PAGE
+  thp = pathlib.Path("/sys/kernel/mm/transparent_hugepage/enabled")
+  if not thp.exists() or "[never]" in thp.read_text(): pytest.skip("no transparent huge pages on this host: nothing to waste")
+  # one page short of two huge pages: the second huge page lies inside the mapping wherever the aligned buffer starts in it
+  size = 2 * HUGE_PAGE - mmap.PAGESIZE
+  b = Buffer("CPU", size, dtypes.uint8).allocate()
+  b.copyin(memoryview(bytes(range(256)) * (size // 256)).cast("B"))  # every page of the buffer touched
+  cb = b._buf
+  end, past = cb.addr + size, mmap.PAGESIZE  # the page after the buffer, in the huge page of its tail
+  vec = (ctypes.c_ubyte * (past // mmap.PAGESIZE))()
+  libc = ctypes.CDLL(None, use_errno=True)
+  assert libc.mincore(ctypes.c_void_p(end), ctypes.c_size_t(past), vec) == 0, ctypes.get_errno()
+  assert sum(v & 1 for v in vec) == 0, f"{sum(v & 1 for v in vec)} pages resident past the buffer's end"
+  np.testing.assert_array_equal(np.frombuffer(b.as_buffer(force_zero_copy=True), dtype=np.uint8)[-256:], np.arange(256, dtype=np.uint8))
+
 def test_external_ptr_and_empty_buffer() -> None:
   from tg_core.device import BufferSpec
   host = np.arange(8, dtype=np.int32)

