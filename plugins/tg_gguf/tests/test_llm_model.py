@@ -325,10 +325,11 @@ def test_weights_stay_packed(smollm: Ref):
 def test_resident_memory_smollm2():
   """Weights stay packed: the peak resident memory of a whole run (load, prefill, decode) is <= 1.3x the file size above the baseline.
 
-  Measured (context 256, warm kernel cache, MB = MiB of RSS): +119 MB vs the bound 122. Load +106 (device 98.5: packed weights
-  92, f16 KV cache 6.6; host ~7: the GGUF metadata 1.7, modules, the file's header pages; each quantized matrix is read from the
-  file straight into its ROW_LANES-interleaved buffer), the first prefill and decode +13 (fp32 decode scratch 3.5, allocated at
-  first use, intermediates 1; host ~9: the captured schedules and replay arguments, the kernels' runners). Host memory kept
+  Where it goes (context 256, warm kernel cache, MiB of RSS, Zen 4): device buffers ~104 (packed weights ~92, f16 KV cache 6.3
+  for 288 positions: room for a padded last prefill chunk, prefill scratch 3.4, activations ~1.6); Python objects ~12 (UOps 3.2,
+  GGUF metadata 1.7, replay tables 2.0, kernel IR sources ~1.1, schedule cache 0.6, buffer views 0.9); kernel images 0.34; glibc
+  arenas' free space ~1.9. The token embedding's rows are read with preadv (a file mapping made a page-cache folio resident per
+  row), a large buffer's partial last 2 MiB is kept off huge pages. Host memory kept
   small: the dequantized weight views are built at lookup (model.LazyViews, no ~10k UOps held), a compiled runner drops its
   linear program (ProgramSpec.uops), the prefill scratch holds one layer matrix (a fused group is done in row pieces).
   The TinyJit capture frees dead intermediates as it goes and empties the allocator's cache.
