@@ -336,6 +336,7 @@ class _Native:
     from tg_cpu_x86.device import _compiler
     from tg_cpu_x86.runtime import load_symbols
     self._image, addrs = load_symbols(_compiler().compile_cached(POOL_IR), SYMBOLS)
+    if missing := [n for n, a in addrs.items() if not a]: raise RuntimeError(f"the pool's object lacks {missing}")
     self.replay, self.worker, self.kick, self.ticks, self.busy = (_FN(addrs[s]) for s in SYMBOLS)
     self.busy_addr = addrs["tg_pool_busy"]
 

@@ -82,20 +82,19 @@ def _init_symbols() -> None:
     if not llvm().address_of_symbol(sym) and (addr := c_symbol(sym)): llvm().add_symbol(sym, addr)
 
 def load_symbols(lib: bytes, names: tuple[str, ...]) -> tuple[Any, dict[str, int]]:
-  """Load an object (hand-written IR's, e.g. tg_cpu_x86.pool's) and the addresses of its functions `names`: (the image to keep
-  referenced while they can run, name -> address). Through `tg_cpu_x86.elf`, else LLVM's linker."""
+  """Load an object (a kernel's, or hand-written IR's such as tg_cpu_x86.pool's) and the addresses of its symbols `names`: (the
+  image to keep referenced while they can run, name -> address, 0 where the object has no such symbol). Through
+  `tg_cpu_x86.elf`, else (something the small loader doesn't handle) LLVM's own linker."""
   try:
     image: Any = LoadedObject(lib, c_symbol)
-    addrs = {n: image.symbols.get(n, 0) for n in names}
+    return image, {n: image.symbols.get(n, 0) for n in names}
   except ELFLoadError:
     _init_symbols()
     binding = llvm()
     image = binding.create_mcjit_compiler(binding.parse_assembly(""), create_target_machine())
     image.add_object_file(binding.ObjectFileRef.from_data(lib))
     image.finalize_object()
-    addrs = {n: image.get_function_address(n) for n in names}
-  if missing := [n for n, a in addrs.items() if not a]: raise RuntimeError(f"symbols {missing} not found in the compiled object")
-  return image, addrs
+    return image, {n: image.get_global_value_address(n) for n in names}  # (functions are global values too)
 
 def split_threads(t1: float, trip: int, mx: int, handoff_s: float) -> int:
   """Threads for a kernel that takes t1 seconds on one thread and whose split loop runs `trip` times: the n (up to mx and trip)
@@ -141,17 +140,9 @@ class CPUProgram:
 
   def _load(self, lib: bytes) -> None:
     self.lib = lib
-    try:
-      self._image: Any = LoadedObject(lib, c_symbol)
-      addr, waddr = self._image.symbols.get(symbol_name(self.name), 0), self._image.symbols.get(work_symbol(self.name), 0)
-    except ELFLoadError:  # something the small loader doesn't handle: LLVM's own linker does
-      _init_symbols()
-      binding = llvm()
-      self._image = engine = binding.create_mcjit_compiler(binding.parse_assembly(""), create_target_machine())
-      engine.add_object_file(binding.ObjectFileRef.from_data(lib))
-      engine.finalize_object()
-      addr, waddr = engine.get_function_address(symbol_name(self.name)), engine.get_global_value_address(work_symbol(self.name))
-    if not addr: raise RuntimeError(f"kernel {self.name}: symbol {symbol_name(self.name)} not found in the compiled object")
+    self._image, addrs = load_symbols(lib, (sym := symbol_name(self.name), work := work_symbol(self.name)))
+    addr, waddr = addrs[sym], addrs[work]
+    if not addr: raise RuntimeError(f"kernel {self.name}: symbol {sym} not found in the compiled object")
     self.fxn, self.addr = KERNEL_FN(addr), addr
     self.work_per_iter = ctypes.c_int64.from_address(waddr).value if waddr else 0
 
