@@ -101,22 +101,16 @@ class _CPUKernelWriter(LLVMKernelWriter):
     sat = self.intrinsic(f"llvm.smax.v{4 * n}i8", bt, [(bt, b), (bt, f"<{', '.join(['i8 -127'] * 4 * n)}>")])
     b = self.emit(f"freeze {bt} {sat}")
     vnni = isinstance(r, LLVMRenderer) and r.avx512vnni and (n == 16 or (n == 8 and r.avx512vl))
-    if vnni or (isinstance(r, LLVMRenderer) and r.avx2 and n % 8 == 0):
+    if vnni or (isinstance(r, LLVMRenderer) and r.avx2 and n % 8 == 0 and n & (n - 1) == 0):
       neg = self.emit(f"icmp slt {bt} {a}, zeroinitializer")
       sb = self.emit(f"select <{4 * n} x i1> {neg}, {bt} {self.emit(f'sub {bt} zeroinitializer, {b}')}, {bt} {b}")
       ua = self.intrinsic(f"llvm.abs.v{4 * n}i8", bt, [(bt, a), ("i1", "false")])
       if vnni: return self.intrinsic(f"llvm.x86.avx512.vpdpbusd.{32 * n}", t, [(t, src[2]), (bt, ua), (bt, sb)])
       parts = []
-      for h in range(n // 8):  # 8 lanes (one 256-bit register) at a time
-        pick = f"<{', '.join(f'i32 {32 * h + i}' for i in range(32))}>"
-        ha, hb = (self.emit(f"shufflevector {bt} {v}, {bt} poison, <32 x i32> {pick}") if n > 8 else v for v in (ua, sb))
+      for ha, hb in zip(self._pieces(ua, "i8", 4 * n, 32), self._pieces(sb, "i8", 4 * n, 32)):  # 8 lanes (one 256-bit register) at a time
         p16 = self.intrinsic("llvm.x86.avx2.pmadd.ub.sw", "<16 x i16>", [("<32 x i8>", ha), ("<32 x i8>", hb)])
         parts.append(self.intrinsic("llvm.x86.avx2.pmadd.wd", "<8 x i32>", [("<16 x i16>", p16), ("<16 x i16>", f"<{', '.join(['i16 1'] * 16)}>")]))
-      while len(parts) > 1:  # the halves joined back into one n-lane vector
-        k = 8 * len(parts) // 2
-        parts = [self.emit(f"shufflevector <{k} x i32> {x}, <{k} x i32> {y}, <{2 * k} x i32> <{', '.join(f'i32 {i}' for i in range(2 * k))}>")
-                 for x, y in zip(parts[::2], parts[1::2])]
-      return self.emit(f"add {t} {parts[0]}, {src[2]}")
+      return self.emit(f"add {t} {self._joined(parts, 'i32', 8)}, {src[2]}")
     prod = self.emit(f"mul {wt} {self.emit(f'sext {bt} {a} to {wt}')}, {self.emit(f'sext {bt} {b} to {wt}')}")
     vt = t if n > 1 else "<1 x i32>"
     acc = src[2] if n > 1 else self.emit(f"insertelement <1 x i32> poison, i32 {src[2]}, i32 0")
@@ -131,15 +125,9 @@ class _CPUKernelWriter(LLVMKernelWriter):
     portable IR (each bfloat16 moved to the top of a float32, multiplied, added). Intel documents vdpbf16ps as treating
     denormal inputs and results as 0."""
     n = u.dtype.count
-    if n > 16 and n % 16 == 0 and n & (n - 1) == 0:
-      def part(v: str, ty: str, j: int) -> str:
-        return self.emit(f"shufflevector <{n} x {ty}> {v}, <{n} x {ty}> poison, <16 x i32> <{', '.join(f'i32 {16 * j + i}' for i in range(16))}>")
-      outs = [self._dpbf16_vec(16, part(src[0], "i32", j), part(src[1], "i32", j), part(src[2], "float", j)) for j in range(n // 16)]
-      while len(outs) > 1:  # concatenate pairwise: shufflevector takes two vectors of one width
-        w = 16 * (n // 16 // len(outs))
-        lanes = ", ".join(f"i32 {x}" for x in range(2 * w))
-        outs = [self.emit(f"shufflevector <{w} x float> {outs[i]}, <{w} x float> {outs[i + 1]}, <{2 * w} x i32> <{lanes}>") for i in range(0, len(outs), 2)]
-      return outs[0]
+    if n > 16 and n & (n - 1) == 0:
+      pieces = zip(*(self._pieces(v, ty, n, 16) for v, ty in zip(src, ("i32", "i32", "float"))))
+      return self._joined([self._dpbf16_vec(16, a, b, c) for a, b, c in pieces], "float", 16)
     if n in (4, 8, 16): return self._dpbf16_vec(n, src[0], src[1], src[2])
     it, ft = (f"<{n} x i32>", f"<{n} x float>") if n > 1 else ("i32", "float")
     def halves(v: str) -> tuple[str, str]:
@@ -149,6 +137,21 @@ class _CPUKernelWriter(LLVMKernelWriter):
     (alo, ahi), (blo, bhi) = halves(src[0]), halves(src[1])
     acc = self.emit(f"fadd {ft} {src[2]}, {self.emit(f'fmul {ft} {alo}, {blo}')}")
     return self.emit(f"fadd {ft} {acc}, {self.emit(f'fmul {ft} {ahi}, {bhi}')}")
+
+  def _pieces(self, v: str, ty: str, n: int, w: int) -> list[str]:
+    """The n-lane vector `v` of `ty` as its n // w pieces of w lanes (an instruction's register width)."""
+    if n == w: return [v]
+    return [self.emit(f"shufflevector <{n} x {ty}> {v}, <{n} x {ty}> poison, <{w} x i32> <{', '.join(f'i32 {w * j + i}' for i in range(w))}>")
+            for j in range(n // w)]
+
+  def _joined(self, parts: list[str], ty: str, w: int) -> str:
+    """Pieces of w lanes of `ty` (a power-of-two count) joined back into one vector, pairwise: shufflevector takes two vectors
+    of one width."""
+    while len(parts) > 1:
+      parts = [self.emit(f"shufflevector <{w} x {ty}> {x}, <{w} x {ty}> {y}, <{2 * w} x i32> <{', '.join(f'i32 {i}' for i in range(2 * w))}>")
+               for x, y in zip(parts[::2], parts[1::2])]
+      w *= 2
+    return parts[0]
 
   def _dpbf16_vec(self, n: int, a: str, b: str, c: str) -> str:
     bt, ft = f"<{2 * n} x bfloat>", f"<{n} x float>"
