@@ -76,6 +76,12 @@ def test_dpbf16_const_folds_with_the_op_value() -> None:
   a, b = (1.5, -2.0), (0.25, 3.0)
   pa, pb = int(_pairs(np.float32([a[0]]), np.float32([a[1]]))[0]), int(_pairs(np.float32([b[0]]), np.float32([b[1]]))[0])
   assert exec_alu(Ops.DPBF16, dtypes.float32, [pa, pb, 1.0]) == 1.0 + 1.5 * 0.25 - 2.0 * 3.0
+  # a product past float32's range is inf, as numpy's float32 arithmetic gives (the fold rounded it to float32 by packing it,
+  # which raised OverflowError)
+  big = np.float32(3.0e38)
+  pbig = int(_pairs(np.float32([big]), np.float32([1.0]))[0])
+  with np.errstate(over="ignore"): want = np.float32(0.0) + np.float32(big) * np.float32(big) + np.float32(1.0)
+  assert exec_alu(Ops.DPBF16, dtypes.float32, [pbig, pbig, 0.0]) == want == np.inf
 
 def test_dpbf16_lowering_and_accumulator_fold() -> None:
   a, b = UOp.const(dtypes.uint32, 0x3F80_4000), UOp.const(dtypes.uint32, 0x4000_3F80)  # pairs (2, 1) and (1, 2)

@@ -23,7 +23,7 @@ import math
 import struct
 from typing import TYPE_CHECKING, Callable
 
-from tg_core.dtype import DType, dtypes
+from tg_core.dtype import DType, dtypes, truncate_float
 from tg_core.helpers import TRANSCENDENTAL
 from tg_core.uop import Ops
 from tg_core.uop.ops import UOp
@@ -78,7 +78,7 @@ def _pio2_parts(bits: int, n: int) -> tuple[float, ...]:
     rest -= parts[-1]
   return (*[float(p) for p in parts], float(rest))
 
-def _f32(x: float) -> float: return struct.unpack("f", struct.pack("f", x))[0]
+def _f32(x: float) -> float: return truncate_float(x, dtypes.float32)
 
 @functools.cache
 def _two_over_ln2(dt: DType) -> tuple[float, float]:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Callable, Sequence, Union
 
-from tg_core.dtype import AddrSpace, ConstType, DType, dtypes, least_upper_dtype, strong_dtype, truncate_int
+from tg_core.dtype import AddrSpace, ConstType, DType, dtypes, least_upper_dtype, strong_dtype, truncate_float, truncate_int
 from tg_core.helpers import all_int, prod
 from tg_core.uop import GroupOp, Ops
 
@@ -701,7 +701,7 @@ python_alu: dict[Ops, Callable[..., Any]] = {
   Ops.DPBF16: lambda a, b, c: _f32(_f32(c + _bf16_bits(a & 0xFFFF) * _bf16_bits(b & 0xFFFF)) + _bf16_bits(a >> 16) * _bf16_bits(b >> 16))}
 
 def _bf16_bits(v: int) -> float: return struct.unpack("<f", struct.pack("<I", (v & 0xFFFF) << 16))[0]
-def _f32(x: float) -> float: return struct.unpack("<f", struct.pack("<f", x))[0] if math.isfinite(x) else x
+def _f32(x: float) -> float: return truncate_float(x, dtypes.float32)
 
 def _dp4a_sum(a: int, b: int) -> int:
   """Ops.DP4A's sum of byte products: the 4 bytes of a as int8, times those of b as int8 saturated to -127..127."""
