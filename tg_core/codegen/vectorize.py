@@ -46,14 +46,13 @@ def _sum_stride(u: UOp, rng: UOp) -> int | None:
 
 def affine(idx: UOp, rng: UOp) -> tuple[UOp, int] | None:
   """(base, stride) with idx == base + rng*stride for every value of rng, proven by symbolic simplification; else None."""
-  # the common case, read off the sum: rng and rng*c terms, every other term free of rng
+  # the common case, read off the sum: terms free of rng, and terms whose stride along rng `_sum_stride` reads (rng, rng*c, or
+  # rng inside a scaled sum, (a + rng)*c: "nested", its base part stays in the term)
   base_terms, stride, nested = [], 0, False
   for t in _add_terms(idx):
-    if t is rng: stride += 1
-    elif t.op is Ops.MUL and rng in t.src and (c := t.src[1] if t.src[0] is rng else t.src[0]).op is Ops.CONST and isinstance(c.arg, int): stride += c.arg
-    elif rng not in t.toposort(): base_terms.append(t)
-    elif (k := _sum_stride(t, rng)) is not None: stride, nested = stride + k, True  # rng inside a scaled sum: (a + rng)*c
-    else: break
+    if rng not in t.toposort(): base_terms.append(t)
+    elif (k := _sum_stride(t, rng)) is None: break
+    else: stride, nested = stride + k, nested or not (t is rng or (t.op is Ops.MUL and rng in t.src))
   else:
     # with rng nested in a term, the base is idx at rng = 0, simplified: what the proof below would return for it
     if nested: return idx.substitute({rng: rng.const_like(0)}).simplify(), stride
