@@ -8,6 +8,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from typing import Any, Callable
 
 import numpy as np
 import pytest
@@ -111,36 +112,36 @@ def _graph_fn(x: Tensor, big: Tensor) -> Tensor:
 def _graph_ref(x: np.ndarray, big: np.ndarray) -> np.ndarray:
   return ((x + 1) * 3 + (big * 2).sum(1)[:8] + (big + 1).max(1)[:8]).sum() + x[0]
 
-def test_graph_replays_split_and_single_kernels_in_one_call(monkeypatch: pytest.MonkeyPatch) -> None:
+def _jit_with_split_kernels(monkeypatch: pytest.MonkeyPatch, seed: int) -> Callable[[int], Any]:
+  """_graph_fn under TinyJit with every kernel of 64 rows or more split over all threads: replays(n) runs it n times on new
+  inputs, each checked against numpy, and returns its CPUGraph (None where it has none)."""
   from tg_cpu_x86 import runtime
-  from tg_cpu_x86.graph import CPUGraph
   monkeypatch.setattr(runtime, "split_threads", lambda t1, trip, mx, handoff_s: min(mx, trip) if trip >= 64 else 1)
-  r = np.random.default_rng(11)
+  r = np.random.default_rng(seed)
   big = r.standard_normal((4096, 10)).astype(np.float32)
   tb = Tensor(big, device="CPU")
   jf = TinyJit(_graph_fn)
-  with Context(NUM_CPU_THREADS=2):
-    for _ in range(60):  # many replays in a row, new inputs each
+  def replays(n: int) -> Any:
+    for _ in range(n):
       x = r.standard_normal(8).astype(np.float32)
       np.testing.assert_allclose(jf(Tensor(x, device="CPU"), tb).numpy(), _graph_ref(x, big), rtol=1e-4, atol=1e-4)
-  g = jf.plan[0][0] if jf.plan is not None else None
+    return jf.plan[0][0] if jf.plan is not None else None
+  return replays
+
+def test_graph_replays_split_and_single_kernels_in_one_call(monkeypatch: pytest.MonkeyPatch) -> None:
+  from tg_cpu_x86.graph import CPUGraph
+  replays = _jit_with_split_kernels(monkeypatch, 11)
+  with Context(NUM_CPU_THREADS=2): g = replays(60)  # many replays in a row, new inputs each
   assert isinstance(g, CPUGraph) and g.steps == [(0, len(g.kernels))], g and g.steps
   assert sorted({e.ncores for e in g.table}) == [1, 2], [e.ncores for e in g.table]
 
 def test_graph_follows_num_cpu_threads_between_replays(monkeypatch: pytest.MonkeyPatch) -> None:
   from tg_cpu_x86 import runtime
   from tg_cpu_x86.graph import CPUGraph
-  monkeypatch.setattr(runtime, "split_threads", lambda t1, trip, mx, handoff_s: min(mx, trip) if trip >= 64 else 1)
-  r = np.random.default_rng(12)
-  big = r.standard_normal((4096, 10)).astype(np.float32)
-  tb = Tensor(big, device="CPU")
-  jf = TinyJit(_graph_fn)
+  replays = _jit_with_split_kernels(monkeypatch, 12)
   for threads in (2, 3, 1, 4, 2):
     with Context(NUM_CPU_THREADS=threads):
-      for _ in range(runtime.TIMED_RUNS + 3):
-        x = r.standard_normal(8).astype(np.float32)
-        np.testing.assert_allclose(jf(Tensor(x, device="CPU"), tb).numpy(), _graph_ref(x, big), rtol=1e-4, atol=1e-4)
-      g = jf.plan[0][0] if jf.plan is not None else None
+      g = replays(runtime.TIMED_RUNS + 3)
       assert isinstance(g, CPUGraph) and max(e.ncores for e in g.table) == threads, [e.ncores for e in g.table]
   assert runtime.get_pool(1).n >= 3  # grown for 4 threads
 

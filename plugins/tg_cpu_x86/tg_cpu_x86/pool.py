@@ -42,6 +42,10 @@ TICKET, DONE, FN, BUFS, VALS, NCHUNKS, STOP, IDLE_TICKS, YIELD_TICKS, ACTIVE, WO
 # each worker's line: its state word (0 parked, 1 spinning, 2 kicked: restart the idle timer) and the chunks it ran
 PARKED, SPINNING, KICKED = 0, 1, 2
 
+# the addresses of the current job's fields in the state block %st, as the caller's and the workers' functions name them
+_JOB_FIELDS = "\n".join(f"  %{name} = getelementptr i8, ptr %st, i64 {off}"
+                        for name, off in (("pdone", DONE), ("pfn", FN), ("pbufs", BUFS), ("pvals", VALS), ("pn", NCHUNKS)))
+
 POOL_IR = f"""
 declare void @llvm.x86.sse2.pause()
 declare i64 @llvm.readcyclecounter()
@@ -72,11 +76,7 @@ out:
 ; the caller's side of one split kernel: publish the job, claim chunks, wait for the claimed ones
 define internal void @tg_pool_split(ptr %st, ptr %fn, ptr %bufs, ptr %vals, i64 %n) {{
 entry:
-  %pdone = getelementptr i8, ptr %st, i64 {DONE}
-  %pfn = getelementptr i8, ptr %st, i64 {FN}
-  %pbufs = getelementptr i8, ptr %st, i64 {BUFS}
-  %pvals = getelementptr i8, ptr %st, i64 {VALS}
-  %pn = getelementptr i8, ptr %st, i64 {NCHUNKS}
+{_JOB_FIELDS}
   %pyield = getelementptr i8, ptr %st, i64 {YIELD_TICKS}
   %t0 = load atomic i64, ptr %st monotonic, align 8
   %g0 = lshr i64 %t0, 32
@@ -194,11 +194,7 @@ entry:
   %woff2 = add i64 %woff, {WORKERS}
   %pw = getelementptr i8, ptr %st, i64 %woff2
   %pcount = getelementptr i8, ptr %pw, i64 8
-  %pdone = getelementptr i8, ptr %st, i64 {DONE}
-  %pfn = getelementptr i8, ptr %st, i64 {FN}
-  %pbufs = getelementptr i8, ptr %st, i64 {BUFS}
-  %pvals = getelementptr i8, ptr %st, i64 {VALS}
-  %pn = getelementptr i8, ptr %st, i64 {NCHUNKS}
+{_JOB_FIELDS}
   %pstop = getelementptr i8, ptr %st, i64 {STOP}
   %plimit = getelementptr i8, ptr %st, i64 {IDLE_TICKS}
   %pactive = getelementptr i8, ptr %st, i64 {ACTIVE}
