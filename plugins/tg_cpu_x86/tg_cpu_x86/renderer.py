@@ -6,6 +6,7 @@ an always-inlined body whose buffer arguments are `noalias` (tinygrad's `restric
 knows distinct buffers don't alias. Loops are plain LLVM loops (phi induction variables).
 The first top-level output loop is split across cores when that is safe (see `_split_range`)."""
 from __future__ import annotations
+import functools
 from typing import ClassVar
 
 from tg_core.device import RendererCaps
@@ -13,6 +14,7 @@ from tg_core.dtype import AddrSpace, dtypes
 from tg_core.renderer.llvmir import _INT_BITS, CONTRACT, LLVMIRRenderer, LLVMKernelWriter, _bits, index_like, lconst, ltype, root_buffer
 from tg_core.uop import GroupOp, Ops
 from tg_core.uop.ops import AxisType, UOp
+from tg_core.codegen.vectorize import affine
 from tg_cpu_x86.abi import WORK_COMMENT, symbol_name, work_symbol
 
 __all__ = ["CONTRACT", "LLVMRenderer", "_bits", "index_like", "lconst", "ltype"]
@@ -35,6 +37,28 @@ def _split_range(uops: list[UOp]) -> UOp | None:
   if top_global_store or any(not isinstance(r.arg, tuple) or r.arg[-1] not in (*SPLIT_AXES, AxisType.REDUCE) for r in top_ranges): return None
   out_ranges = [r for r in top_ranges if r.arg[-1] in SPLIT_AXES]
   return out_ranges[0] if len(out_ranges) == 1 else None
+
+# bytes one iteration of a loop must read of a streamed load before the load is prefetched an iteration of that loop ahead:
+# a 4 KiB page, the furthest the hardware prefetchers run ahead (they stop at a page boundary), so each new run of rows starts
+# already fetched; a shorter run is the hardware prefetchers' to follow
+PREFETCH_MIN_RUN = 4096
+PREFETCH_DECL = "declare void @llvm.prefetch.p0(ptr nocapture readonly, i32 immarg, i32 immarg, i32 immarg)"
+
+def _prefetch_stride(idx: UOp, loops: list[UOp], itemsize: int, vec_bytes: int) -> tuple[UOp, int] | None:
+  """(loop, bytes) for a streamed load: one that reads each element once (its index varies along every loop around it,
+  `loops`, outermost first, at least one a reduce) and the innermost loop whose one iteration reads at least PREFETCH_MIN_RUN
+  bytes of it (the loops inside it that the load varies along, times the vector); bytes: how far its next iteration reads
+  ahead. None for anything else (a reused operand, a loop without a constant trip count, a non-affine index)."""
+  if not loops or not any(r.arg[-1] is AxisType.REDUCE for r in loops if isinstance(r.arg, tuple)): return None
+  deps = idx.toposort()
+  if any(r not in deps for r in loops): return None
+  run = vec_bytes
+  for r in reversed(loops):
+    if (a := affine(idx, r)) is None or a[1] == 0: return None
+    if run >= PREFETCH_MIN_RUN: return r, a[1] * itemsize
+    if r.src[0].op is not Ops.CONST: return None
+    run *= int(r.src[0].arg)
+  return None
 
 _WORK_OPS = GroupOp.ALU | {Ops.LOAD, Ops.STORE, Ops.CAST, Ops.BITCAST}
 def _weighted_work(uops: list[UOp], stop: UOp | None = None) -> int:
@@ -68,6 +92,38 @@ class _CPUKernelWriter(LLVMKernelWriter):
     super().__init__(renderer, uops)
     self.sym = symbol_name(self.name)
     self.split = _split_range(uops)
+    self.open: list[UOp] = []  # the loops open at the uop being rendered, outermost first
+    self.prefetched = 0  # bytes a loop iteration of the streamed loads prefetched so far read (see render_load)
+
+  def render_range(self, u: UOp) -> None:
+    super().render_range(u)
+    self.open.append(u)
+
+  def render_end(self, u: UOp) -> None:
+    super().render_end(u)
+    self.open = [r for r in self.open if r not in u.src[1:]]
+
+  def render_load(self, u: UOp) -> None:
+    """A load, and for a streamed one (`_prefetch_stride`) a software prefetch of what it reads one iteration ahead of its
+    loop, into the L2 (`llvm.prefetch`, locality 2: x86's prefetcht1). A column reduce's K block starts ROW_STREAMS rows the
+    hardware prefetchers haven't seen, a matvec's next row group 4 new rows: fetched a block ahead they arrive in time. Only
+    while the lines one iteration of all the kernel's prefetched loads reads fit a quarter of the L2 (the host's, from
+    caps.cache_sizes; no prefetch where it isn't known): prefetched further ahead they would evict each other first."""
+    super().render_load(u)
+    idx, caches = u.src[0], self.renderer.caps.cache_sizes
+    if len(caches) < 2 or idx.op is not Ops.INDEX or len(idx.src) != 2 or len(u.src) != 1: return
+    buf = root_buffer(idx.src[0])
+    if buf.op is not Ops.PARAM or buf.arg.addrspace is not AddrSpace.GLOBAL: return
+    itemsize = u.dtype.scalar().itemsize
+    if (ps := _prefetch_stride(idx.src[1], self.open, itemsize, itemsize * u.dtype.count)) is None: return
+    loop, ahead = ps
+    inner = self.open[self.open.index(loop) + 1:]
+    block = itemsize * u.dtype.count * functools.reduce(lambda a, r: a * int(r.src[0].arg), inner, 1)
+    if self.prefetched + block > caches[1] // 4: return
+    self.prefetched += block
+    p = self.emit(f"getelementptr i8, ptr {self.idx[idx][0]}, i64 {ahead}")
+    self.decls.add(PREFETCH_DECL)
+    self.stmt(f"call void @llvm.prefetch.p0(ptr {p}, i32 0, i32 2, i32 1)")
 
   def prologue(self) -> None:
     if self.split is None:
