@@ -94,6 +94,9 @@ class _CPUKernelWriter(LLVMKernelWriter):
     self.split = _split_range(uops)
     self.open: list[UOp] = []  # the loops open at the uop being rendered, outermost first
     self.prefetched = 0  # bytes a loop iteration of the streamed loads prefetched so far read (see render_load)
+    # loads only stored (a PACK's copy into a kernel-local panel): not prefetched, the packing opts plan their own cache use
+    stored = {u.src[1] for u in uops if u.op is Ops.STORE and len(u.src) > 1}
+    self.copied = stored - {s for u in uops if u.op is not Ops.STORE for s in u.src}
 
   def render_range(self, u: UOp) -> None:
     super().render_range(u)
@@ -111,7 +114,7 @@ class _CPUKernelWriter(LLVMKernelWriter):
     caps.cache_sizes; no prefetch where it isn't known): prefetched further ahead they would evict each other first."""
     super().render_load(u)
     idx, caches = u.src[0], self.renderer.caps.cache_sizes
-    if len(caches) < 2 or idx.op is not Ops.INDEX or len(idx.src) != 2 or len(u.src) != 1: return
+    if len(caches) < 2 or idx.op is not Ops.INDEX or len(idx.src) != 2 or len(u.src) != 1 or u in self.copied: return
     buf = root_buffer(idx.src[0])
     if buf.op is not Ops.PARAM or buf.arg.addrspace is not AddrSpace.GLOBAL: return
     itemsize = u.dtype.scalar().itemsize
