@@ -42,6 +42,9 @@ def _split_range(uops: list[UOp]) -> UOp | None:
 # a 4 KiB page, the furthest the hardware prefetchers run ahead (they stop at a page boundary), so each new run of rows starts
 # already fetched; a shorter run is the hardware prefetchers' to follow
 PREFETCH_MIN_RUN = 4096
+# bytes a load reads at least to be prefetched: each prefetch fetches a 64-byte line, and loads of a few bytes (a row sum's
+# scalar loads) would issue one per element
+PREFETCH_MIN_LOAD = 32
 PREFETCH_DECL = "declare void @llvm.prefetch.p0(ptr nocapture readonly, i32 immarg, i32 immarg, i32 immarg)"
 
 def _prefetch_stride(idx: UOp, loops: list[UOp], itemsize: int, vec_bytes: int) -> tuple[UOp, int] | None:
@@ -118,6 +121,7 @@ class _CPUKernelWriter(LLVMKernelWriter):
     buf = root_buffer(idx.src[0])
     if buf.op is not Ops.PARAM or buf.arg.addrspace is not AddrSpace.GLOBAL: return
     itemsize = u.dtype.scalar().itemsize
+    if itemsize * u.dtype.count < PREFETCH_MIN_LOAD: return
     if (ps := _prefetch_stride(idx.src[1], self.open, itemsize, itemsize * u.dtype.count)) is None: return
     loop, ahead = ps
     inner = self.open[self.open.index(loop) + 1:]
