@@ -9,12 +9,12 @@ from __future__ import annotations
 import functools
 from typing import ClassVar
 
+from tg_core.codegen.vectorize import affine
 from tg_core.device import RendererCaps
 from tg_core.dtype import AddrSpace, dtypes
 from tg_core.renderer.llvmir import _INT_BITS, CONTRACT, LLVMIRRenderer, LLVMKernelWriter, _bits, index_like, lconst, ltype, root_buffer
 from tg_core.uop import GroupOp, Ops
 from tg_core.uop.ops import AxisType, UOp
-from tg_core.codegen.vectorize import affine
 from tg_cpu_x86.abi import WORK_COMMENT, symbol_name, work_symbol
 
 __all__ = ["CONTRACT", "LLVMRenderer", "_bits", "index_like", "lconst", "ltype"]
@@ -114,7 +114,9 @@ class _CPUKernelWriter(LLVMKernelWriter):
     loop, into the L2 (`llvm.prefetch`, locality 2: x86's prefetcht1). A column reduce's K block starts ROW_STREAMS rows the
     hardware prefetchers haven't seen, a matvec's next row group 4 new rows: fetched a block ahead they arrive in time. Only
     while the lines one iteration of all the kernel's prefetched loads reads fit a quarter of the L2 (the host's, from
-    caps.cache_sizes; no prefetch where it isn't known): prefetched further ahead they would evict each other first."""
+    caps.cache_sizes; no prefetch where it isn't known): prefetched further ahead they would evict each other first. The last
+    iteration's prefetch points past what the loop reads (or past the buffer): x86 prefetches never fault, and the address is
+    computed without `inbounds`."""
     super().render_load(u)
     idx, caches = u.src[0], self.renderer.caps.cache_sizes
     if len(caches) < 2 or idx.op is not Ops.INDEX or len(idx.src) != 2 or len(u.src) != 1 or u in self.copied: return
