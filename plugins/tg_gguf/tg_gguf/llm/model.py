@@ -375,6 +375,16 @@ def computed(x: Tensor) -> Tensor:
   on one core, for a 15 us kernel)."""
   return x if x.uop.base.op in (Ops.CONTIGUOUS, Ops.BUFFER) else x.contiguous()
 
+def zeroed(shape: tuple[int, ...], dtype: DType, device: str) -> Tensor:
+  """A realized tensor of zeros whose pages become resident only when written: host memory fresh from the OS reads as zeros
+  already (untouched anonymous pages map the shared zero page), so the zero-filling kernel runs only where the memory isn't
+  host-visible or isn't all zeros (a reused buffer). The KV cache: filled by a kernel, every position of the context was resident
+  from the start, where a run writes only the positions it reaches."""
+  t = Tensor.empty(*shape, dtype=dtype, device=device).realize()
+  try: fresh = not np.frombuffer(buffer_of(t.uop.base).as_buffer(force_zero_copy=True), dtype=np.uint8).any()
+  except RuntimeError: fresh = False  # memory the host can't read
+  return t if fresh else t.assign(Tensor.zeros(*shape, dtype=dtype, device=device)).realize()
+
 def rms_norm(x: Tensor, w: Tensor, eps: float) -> Tensor:
   return x * (x.square().mean(-1, keepdim=True) + eps).rsqrt() * w
 
@@ -409,8 +419,7 @@ class Transformer:
     self.rope = {b: rope_tables(cfg, b, max_context, dev) for b in bases}
     # the cache's rows (and the positions) rounded up to whole ATTN_BLOCKs: decode attends over the blocks up to start_pos
     self.cache_rows = rows = -(-max_context // ATTN_BLOCK) * ATTN_BLOCK
-    self.caches = [Tensor.zeros(2, cfg.n_kv_heads, rows, cfg.head_dim, dtype=kv_dtype, device=dev).contiguous().realize()
-                   for _ in range(cfg.n_layers)]
+    self.caches = [zeroed((2, cfg.n_kv_heads, rows, cfg.head_dim), kv_dtype, dev) for _ in range(cfg.n_layers)]
     self.positions = Tensor.arange(rows, device=dev).realize()
     self.output_name = "output.weight" if "output.weight" in weights else "token_embd.weight"  # tied embeddings
     self.embd = EmbeddingRows(weights.f, "token_embd.weight")
