@@ -382,7 +382,8 @@ def zeroed(shape: tuple[int, ...], dtype: DType, device: str) -> Tensor:
   """A realized tensor of zeros whose pages become resident only when written: host memory fresh from the OS reads as zeros
   already (untouched anonymous pages map the shared zero page), so the zero-filling kernel runs only where the memory isn't
   host-visible or isn't all zeros (a reused buffer). The KV cache: filled by a kernel, every position of the context was resident
-  from the start, where a run writes only the positions it reaches."""
+  from the start, where a run writes only the positions it reaches (on a host with transparent huge pages, a write into one
+  of the 2 MiB pages the allocator advises for a large buffer makes all of that page resident: tg_cpu_x86.allocator)."""
   t = Tensor.empty(*shape, dtype=dtype, device=device).realize()
   try: fresh = not np.frombuffer(buffer_of(t.uop.base).as_buffer(force_zero_copy=True), dtype=np.uint8).any()
   except RuntimeError: fresh = False  # memory the host can't read
