@@ -16,12 +16,13 @@ class Compiler:
   Put whatever changes the output (compiler version, target arch, flags) into `cachekey`."""
   def __init__(self, cachekey: str | None = None):
     self.cachekey = cachekey
+    # keyed by the source's digest: a kernel's source runs to KBs, and one compiled again (a second tier) isn't held elsewhere
     self._mem_cache: dict[str, bytes] = {}
   def compile(self, src: str) -> bytes: return src.encode()
   def compile_cached(self, src: str) -> bytes:
-    if CACHELEVEL >= 1 and (lib := self._mem_cache.get(src)) is not None: return lib
-    use_disk = self.cachekey is not None and CACHELEVEL >= 1
     h = hashlib.sha256(src.encode()).hexdigest()
+    if CACHELEVEL >= 1 and (lib := self._mem_cache.get(h)) is not None: return lib
+    use_disk = self.cachekey is not None and CACHELEVEL >= 1
     lib = None
     if use_disk: lib = compiled_get(self.cachekey, h)  # type: ignore[arg-type]
     if lib is None:
@@ -29,7 +30,7 @@ class Compiler:
       if not isinstance(lib, (bytes, bytearray)): raise TypeError(f"{type(self).__name__}.compile must return bytes, got {type(lib).__name__}")
       lib = bytes(lib)
       if use_disk: compiled_put(self.cachekey, h, lib)  # type: ignore[arg-type]
-    if CACHELEVEL >= 1: self._mem_cache[src] = lib
+    if CACHELEVEL >= 1: self._mem_cache[h] = lib
     return lib
   def disassemble(self, lib: bytes) -> str | None:
     """Human-readable machine code, when the compiler can produce it."""

@@ -44,7 +44,11 @@ class Capture:
     self._spots: dict[int, list[tuple[int, int]]] = {}  # id(first-written buffer) -> its (item, position)s in `items`
     self._dead: list[int] = []  # first-written buffers whose uop died: released at the next `settle`
     self._watches: list[weakref.finalize] = []
+    self._var_vals: dict[frozenset, dict[str, int]] = {}  # the distinct Variable values of the items: one dict each, shared
   def record(self, item: tuple[Any, list[Buffer], dict[str, int]], uops: tuple[UOp, ...]) -> None:
+    # items with equal Variable values share one dict: a replay merges each distinct one with its values once, and what a
+    # graph keeps per kernel is that shared dict (a step has ~1k kernels)
+    item = (item[0], item[1], self._var_vals.setdefault(frozenset(item[2].items()), item[2]))
     self.items.append(item)
     for pos, (b, u) in enumerate(zip(item[1], uops)):
       if (spots := self._spots.get(id(b))) is not None: spots.append((len(self.items) - 1, pos))
@@ -163,7 +167,9 @@ class TinyJit(Generic[R]):
       self.step_args = _step_args(self.captured, self.plan, self.input_bufs)
     for (graph, _), (runner, bufs_per_item, swaps, vvs) in zip(self.plan, self.step_args):
       for item, pos, inp in swaps: bufs_per_item[item][pos] = now[inp]  # this call's input buffers, written in place
-      if new_vals: vvs = [{**vv, **new_vals} for vv in vvs]
+      if new_vals:  # (a merged dict per distinct one: the capture shares them, Capture.record)
+        merged: dict[int, dict[str, int]] = {}
+        vvs = [merged[id(vv)] if id(vv) in merged else merged.setdefault(id(vv), {**vv, **new_vals}) for vv in vvs]
       if graph is not None: graph(bufs_per_item, vvs)
       elif isinstance(runner, str): bufs_per_item[0][0].copy_from(bufs_per_item[0][1])
       else: runner(bufs_per_item[0], vvs[0])  # one item, replayed as before graphs existed (devices without a graph)

@@ -123,7 +123,10 @@ def row_lanes_view(lanes: Tensor, block_bytes: int) -> Tensor:
   groups, row_bytes, n = lanes.shape
   return lanes.permute(0, 2, 1).reshape(groups * n * row_bytes // block_bytes, block_bytes)
 
-def _lane_shifts(device: str) -> Tensor: return Tensor([0, 8, 16, 24], dtype=dtypes.int32, device=device)
+@functools.cache
+def _lane_shifts(device: str) -> Tensor:
+  # one buffer per device for every matrix's view: a buffer of its own each was a page of memory per matrix
+  return Tensor([0, 8, 16, 24], dtype=dtypes.int32, device=device).realize()
 
 def row_lane_words(lanes: Tensor, block_bytes: int) -> Tensor:
   """A word-interleaved row-lanes buffer (row_lanes_view) as its blocks' int32 words (n_blocks, block_bytes / 4) in the file's
@@ -375,6 +378,17 @@ def computed(x: Tensor) -> Tensor:
   on one core, for a 15 us kernel)."""
   return x if x.uop.base.op in (Ops.CONTIGUOUS, Ops.BUFFER) else x.contiguous()
 
+def zeroed(shape: tuple[int, ...], dtype: DType, device: str) -> Tensor:
+  """A realized tensor of zeros whose pages become resident only when written: host memory fresh from the OS reads as zeros
+  already (untouched anonymous pages map the shared zero page), so the zero-filling kernel runs only where the memory isn't
+  host-visible or isn't all zeros (a reused buffer). The KV cache: filled by a kernel, every position of the context was resident
+  from the start, where a run writes only the positions it reaches (on a host with transparent huge pages, a write into one
+  of the 2 MiB pages the allocator advises for a large buffer makes all of that page resident: tg_cpu_x86.allocator)."""
+  t = Tensor.empty(*shape, dtype=dtype, device=device).realize()
+  try: fresh = not np.frombuffer(buffer_of(t.uop.base).as_buffer(force_zero_copy=True), dtype=np.uint8).any()
+  except RuntimeError: fresh = False  # memory the host can't read
+  return t if fresh else t.assign(Tensor.zeros(*shape, dtype=dtype, device=device)).realize()
+
 def rms_norm(x: Tensor, w: Tensor, eps: float) -> Tensor:
   return x * (x.square().mean(-1, keepdim=True) + eps).rsqrt() * w
 
@@ -409,9 +423,9 @@ class Transformer:
     self.rope = {b: rope_tables(cfg, b, max_context, dev) for b in bases}
     # the cache's rows (and the positions) rounded up to whole ATTN_BLOCKs: decode attends over the blocks up to start_pos
     self.cache_rows = rows = -(-max_context // ATTN_BLOCK) * ATTN_BLOCK
-    self.caches = [Tensor.zeros(2, cfg.n_kv_heads, rows, cfg.head_dim, dtype=kv_dtype, device=dev).contiguous().realize()
-                   for _ in range(cfg.n_layers)]
+    self.caches = [zeroed((2, cfg.n_kv_heads, rows, cfg.head_dim), kv_dtype, dev) for _ in range(cfg.n_layers)]
     self.positions = Tensor.arange(rows, device=dev).realize()
+    self._aranges: dict[int, Tensor] = {}  # T -> arange(T): prefill_attend's chunk positions, one buffer for every layer
     self.output_name = "output.weight" if "output.weight" in weights else "token_embd.weight"  # tied embeddings
     self.embd = EmbeddingRows(weights.f, "token_embd.weight")
     self.bias = {n: weights[n] for n in weights.tensors if n.endswith(".bias")}
@@ -579,6 +593,10 @@ class Transformer:
     # projection's loads
     return ((e.unsqueeze(-1) * vals).sum((-3, -2)) / e.sum((-2, -1)).unsqueeze(-1).contiguous()).contiguous()
 
+  def _arange(self, n: int) -> Tensor:
+    if (t := self._aranges.get(n)) is None: t = self._aranges[n] = Tensor.arange(n, device=self.device).realize()
+    return t
+
   def prefill_attend(self, i: int, q: Tensor, k: Tensor, v: Tensor, start_pos: int | UOp) -> Tensor:
     """Attention of a chunk of T > 1 positions: q (1, H, T, D), the chunk's own keys and values k, v (1, KV, T, D), and the
     cache's positions 0..start_pos-1 -> (1, T, H * D). The keys split in two: the chunk's T (every shape static: its kernels
@@ -594,7 +612,7 @@ class Transformer:
     G = H // KV
     qg = q.reshape(B, KV, G * T, D)
     # the chunk's keys: a causal mask (and the sliding window, for chunks longer than it) on static positions
-    t = Tensor.arange(T, device=self.device)
+    t = self._arange(T)
     ok_c = t.reshape(1, T) <= t.reshape(T, 1)
     if cfg.is_sliding(i) and T > cfg.sliding_window: ok_c = ok_c & (t.reshape(1, T) > t.reshape(T, 1) - cfg.sliding_window)
     # the raw products realized in the matmul's own layout (masking them in its store slows it 3x); the mask is redone by
