@@ -54,3 +54,35 @@ def test_dp4a_lowering_leaves_no_dp4a() -> None:
 def test_dp4a_rejects_other_dtypes() -> None:
   with pytest.raises(TypeError, match="int32"): Tensor([1.0]).dp4a(Tensor([1], dtype=dtypes.int32))
   with pytest.raises(TypeError, match="int32"): Tensor([1], dtype=dtypes.int32).dp4a(Tensor([1], dtype=dtypes.int32), Tensor([1], dtype=dtypes.int64))
+
+def test_dp4a_b_in_range_matches_numpy(dev: str) -> None:
+  """b_in_range (the caller promises no byte of b is -128, as an int8 quantization's output): the same value, the saturation skipped."""
+  rng = np.random.default_rng(11)
+  a, b = _words(rng, (16, 64)), rng.integers(-127, 128, (16, 64, 4)).astype(np.int8).view(np.int32).reshape(16, 64)
+  c = rng.integers(-1 << 20, 1 << 20, (16, 64)).astype(np.int32)
+  t = Tensor(a, device=dev).dp4a(Tensor(b, device=dev), Tensor(c, device=dev), b_in_range=True)
+  assert any(u.op is Ops.DP4A and u.arg is True for u in t.uop.toposort())
+  np.testing.assert_array_equal(t.numpy(), _ref(a, b, c))
+  assert not any(u.op is Ops.DP4A for u in lower_dp4a(t.uop).toposort())
+
+def test_dp4a_chain_sum_reduce(dev: str) -> None:
+  """Two parts summed in one reduce step through the accumulator (a quantized block's nibble halves), as tg_gguf's prefill does."""
+  rng = np.random.default_rng(12)
+  a0, a1, b0, b1 = _words(rng, (32, 24)), _words(rng, (32, 24)), _words(rng, (24,)), _words(rng, (24,))
+  ta0, ta1, tb0, tb1 = (Tensor(v, device=dev) for v in (a0, a1, b0, b1))
+  got = ta1.dp4a(tb1, acc=ta0.dp4a(tb0)).sum(-1, dtype=dtypes.int32).numpy()
+  want = _ref(a0, np.broadcast_to(b0, a0.shape).copy(), 0).astype(np.int64) + _ref(a1, np.broadcast_to(b1, a1.shape).copy(), 0)
+  np.testing.assert_array_equal(got, want.sum(-1).astype(np.int32))
+
+def test_dp4a_accumulator_folds_through_a_chain() -> None:
+  """x + DP4A(a1, b1, DP4A(a0, b0, 0)) -> DP4A(a1, b1, DP4A(a0, b0, x)): the reduce's accumulator enters the first step; a chain
+  that starts from a nonzero c keeps its add."""
+  from tg_core.codegen.dp4a import fold_dp4a
+  from tg_core.uop.ops import UOp
+  a0, b0, a1, b1, x = (UOp.variable(n, 0, 9, dtypes.int32) for n in ("a0", "b0", "a1", "b1", "x"))
+  zero = UOp.const(dtypes.int32, 0)
+  chain = UOp(Ops.DP4A, dtypes.int32, (a1, b1, UOp(Ops.DP4A, dtypes.int32, (a0, b0, zero))))
+  folded = fold_dp4a(x + chain)
+  assert folded.op is Ops.DP4A and folded.src[2].op is Ops.DP4A and folded.src[2].src[2] is x
+  other = UOp(Ops.DP4A, dtypes.int32, (a1, b1, UOp(Ops.DP4A, dtypes.int32, (a0, b0, UOp.const(dtypes.int32, 3)))))
+  assert fold_dp4a(x + other).op is Ops.ADD

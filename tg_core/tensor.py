@@ -528,16 +528,19 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, RandomMixin,
     shape = _broadcast_shape(cond.shape, x.shape, y.shape)
     cond, x, y = cond._broadcast_to(shape), x._broadcast_to(shape), y._broadcast_to(shape)
     return cond._apply_uop(lambda c, a, b: UOp(Ops.WHERE, a.dtype, (c, a, b)), x, y)
-  def dp4a(self, b: Tensor, acc: Tensor | int = 0) -> Tensor:
+  def dp4a(self, b: Tensor, acc: Tensor | int = 0, b_in_range: bool = False) -> Tensor:
     """acc + the dot product of the 4 bytes of each int32 element of self and b, as int8: sum_k int8(self_k) * max(int8(b_k), -127)
     (b's bytes saturate to a symmetric int8, what an int8 quantization produces). One op (Ops.DP4A): a renderer with an
-    integer dot-product instruction renders it natively, the others get shifts, multiplies and adds (codegen/dp4a.py)."""
+    integer dot-product instruction renders it natively, the others get shifts, multiplies and adds (codegen/dp4a.py).
+    `b_in_range`: the caller promises no byte of b is -128 (b is a symmetric int8 quantization's output), so the saturation
+    changes nothing and the kernel skips it (x86: a broadcast b is then read straight from memory by vpdpbusd). A byte -128
+    under the promise gives an unspecified result."""
     if self.dtype != dtypes.int32 or b.dtype != dtypes.int32: raise TypeError(f"dp4a takes int32 operands, 4 packed bytes each: got {self.dtype} and {b.dtype}")
     c = acc if isinstance(acc, Tensor) else Tensor.full((), acc, dtype=dtypes.int32, device=self.device)
     if c.dtype != dtypes.int32: raise TypeError(f"dp4a accumulates in int32, got acc of {c.dtype}")
     shape = _broadcast_shape(self.shape, b.shape, c.shape)
     x, y, z = self._broadcast_to(shape), b._broadcast_to(shape), c._broadcast_to(shape)
-    return x._apply_uop(lambda u, v, w: UOp(Ops.DP4A, dtypes.int32, (u, v, w)), y, z).requires_grad_(None)
+    return x._apply_uop(lambda u, v, w: UOp(Ops.DP4A, dtypes.int32, (u, v, w), True if b_in_range else None), y, z).requires_grad_(None)
   def dpbf16(self, b: Tensor, acc: Tensor | float = 0.0) -> Tensor:
     """acc + the dot product of the two bfloat16 packed in each uint32 element of self and b (low and high 16 bits), in float32:
     acc + lo(self) * lo(b) + hi(self) * hi(b), the products exact. One op (Ops.DPBF16): a renderer with a bfloat16 pair

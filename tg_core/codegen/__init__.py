@@ -14,7 +14,7 @@ from tg_core.uop.ops import UOp, sint, svmax
 from tg_core.uop.rewrite import graph_rewrite
 from tg_core.codegen.linearize import linearize
 from tg_core.codegen.transcendental import rewrite_transcendental
-from tg_core.codegen.dp4a import lower_dp4a
+from tg_core.codegen.dp4a import fold_dp4a, lower_dp4a
 from tg_core.codegen.dpbf16 import rewrite_dpbf16
 from tg_core.codegen.dtype_emulation import emulated_dtypes, rewrite_emulated_dtypes
 from tg_core.codegen.lowerer import ReduceContext, add_gpudims, lower_weak, merge_ends, pm_lower_reduce
@@ -105,7 +105,8 @@ def full_rewrite_to_sink(ast: UOp, ren: Renderer, opts: list[Opt] | None = None)
   the heuristic's, checked against `ren.caps`); expand UPCAST/UNROLL into straight-line code (vectors with
   caps.vector_upcast); output loops -> grid indices (caps.has_grid); REDUCE -> register accumulators, except the ones
   the renderer reduces whole (caps.native_reduce_limit); merge the ENDs of one range; simplify again; fold a reduce's
-  accumulator into its DPBF16 steps and lower them where the target doesn't render them (caps.native_dpbf16); the weak
+  accumulator into its DPBF16 steps and lower them where the target doesn't render them (caps.native_dpbf16), and into its DP4A
+  steps where it renders those (caps.native_dp4a); the weak
   index int -> int32/int64; approximate the EXP2/LOG2/SIN the target lacks (caps.native_transcendentals); emulate the small
   floats it lacks (caps.native_dtypes); the renderer's own rules (caps.extra_matcher). With SPEC the result is checked
   against spec_program."""
@@ -118,6 +119,7 @@ def full_rewrite_to_sink(ast: UOp, ren: Renderer, opts: list[Opt] | None = None)
   sink = merge_ends(sink)
   sink = graph_rewrite(sink, _symbolic(), name="simplify lowered")
   sink = rewrite_dpbf16(sink, ren.caps.native_dpbf16)
+  if ren.caps.native_dp4a: sink = fold_dp4a(sink)
   sink = lower_weak(sink)
   sink = rewrite_transcendental(sink, ren)
   sink = rewrite_emulated_dtypes(sink, ren)

@@ -173,25 +173,30 @@ def test_vector_variable_shift_out_of_range(op: str, signed: bool, lanes: int, p
   assert ("@llvm.x86.avx512.ps" in src) == (path == "avx512" and lanes == 16)
 
 @pytest.mark.parametrize("path", ["vnni", "avx2", "portable"])
-@pytest.mark.parametrize("lanes", [16, 8, 4, 2])
+@pytest.mark.parametrize("lanes", [32, 16, 8, 4, 2])
 @pytest.mark.parametrize("signed_a", [True, False])
-def test_vector_dp4a(lanes: int, path: str, signed_a: bool):
+@pytest.mark.parametrize("in_range", [False, True])
+def test_vector_dp4a(lanes: int, path: str, signed_a: bool, in_range: bool):
   # DP4A on a vector against numpy's int64 products: vpdpbusd with AVX512-VNNI (16 lanes; 8 with AVX512-VL), AVX2's byte
   # multiply-add pairs (8 lanes a step), the portable IR for other widths. The bytes include -128 (a's and b's), whose b side
   # saturates to -127 by the op's definition, and sums near int32's ends, where the accumulate wraps. `signed_a` False: a's
-  # bytes are known >= 0 (masked to 7 bits, as unpacked nibbles are), which folds the sign handling away
+  # bytes are known >= 0 (masked to 7 bits, as unpacked nibbles are), which folds the sign handling away. 32 lanes: a matmul's
+  # register tile, two vpdpbusd. `in_range`: b has no byte -128 and says so (b_in_range), no saturating max is rendered
   a = rng.integers(0, 256, 512, dtype=np.uint8)
   b = rng.integers(0, 256, 512, dtype=np.uint8)
   a[:8], b[:8] = [0x80, 0x80, 0x7f, 0x81, 0, 0xff, 0x80, 1], [0x80, 0x7f, 0x80, 0x80, 0x80, 0x80, 0x81, 0x80]
+  if in_range: b[b == 0x80] = 0x81
   c = rng.integers(-1000, 1000, 128).astype(np.int32)
   c[:2] = [2**31 - 20000, -2**31 + 20000]
   ta, tb, tc = (Tensor(v.view(np.int32), dtype=dtypes.int32, device="CPU") for v in (a, b, c))
   if not signed_a: ta, a = ta & 0x7f7f7f7f, a & 0x7f
-  out, src = run(ta.dp4a(tb, tc), [Opt(OptOps.UPCAST, 0, lanes)], path_renderer(path))
+  out, src = run(ta.dp4a(tb, tc, b_in_range=in_range), [Opt(OptOps.UPCAST, 0, lanes)], path_renderer(path))
   want = c + (a.view(np.int8).reshape(128, 4).astype(np.int64) * np.maximum(b.view(np.int8).reshape(128, 4).astype(np.int64), -127)).sum(-1)
   np.testing.assert_array_equal(out, ((want + 2**31) % 2**32 - 2**31).astype(np.int32))
-  assert ("@llvm.x86.avx512.vpdpbusd" in src) == (path == "vnni" and lanes in (8, 16))
-  assert ("@llvm.x86.avx2.pmadd.ub.sw" in src) == (path == "avx2" and lanes in (8, 16))
+  assert ("@llvm.x86.avx512.vpdpbusd" in src) == (path == "vnni" and lanes in (8, 16, 32))
+  if path == "vnni" and lanes == 32: assert src.count("call <16 x i32> @llvm.x86.avx512.vpdpbusd.512") == 2
+  assert ("@llvm.x86.avx2.pmadd.ub.sw" in src) == (path == "avx2" and lanes in (8, 16, 32))
+  assert ("@llvm.smax" in src) == (not in_range)
 
 @pytest.mark.parametrize("path", ["vnni", "avx2"])
 def test_vector_dp4a_broadcast_b_full_opt(path: str):

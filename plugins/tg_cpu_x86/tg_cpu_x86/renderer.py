@@ -162,14 +162,21 @@ class _CPUKernelWriter(LLVMKernelWriter):
     n, r = u.dtype.count, self.renderer
     bt, wt = f"<{4 * n} x i8>", f"<{4 * n} x i32>"
     a, b = (self.emit(f"bitcast {t} {v} to {bt}") for v in src[:2])
-    # frozen: LLVM's x86 backend looped forever on a 512-bit vpmaxsb whose input is a broadcast (a 16-lane DP4A of x's word)
-    sat = self.intrinsic(f"llvm.smax.v{4 * n}i8", bt, [(bt, b), (bt, f"<{', '.join(['i8 -127'] * 4 * n)}>")])
-    b = self.emit(f"freeze {bt} {sat}")
-    vnni = isinstance(r, LLVMRenderer) and r.avx512vnni and (n == 16 or (n == 8 and r.avx512vl))
+    # frozen: LLVM's x86 backend looped forever on a 512-bit vpmaxsb whose input is a broadcast (a 16-lane DP4A of x's word).
+    # Not where the op's arg promises b has no byte -128 (the max is a no-op): a broadcast b then folds into vpdpbusd's operand
+    if u.arg is not True:
+      sat = self.intrinsic(f"llvm.smax.v{4 * n}i8", bt, [(bt, b), (bt, f"<{', '.join(['i8 -127'] * 4 * n)}>")])
+      b = self.emit(f"freeze {bt} {sat}")
+    # wider vectors (a matmul's register tile: a power of two) take one vpdpbusd per 16 lanes
+    vnni = isinstance(r, LLVMRenderer) and r.avx512vnni and ((n >= 16 and n & (n - 1) == 0) or (n == 8 and r.avx512vl))
     if vnni or (isinstance(r, LLVMRenderer) and r.avx2 and n % 8 == 0 and n & (n - 1) == 0):
       neg = self.emit(f"icmp slt {bt} {a}, zeroinitializer")
       sb = self.emit(f"select <{4 * n} x i1> {neg}, {bt} {self.emit(f'sub {bt} zeroinitializer, {b}')}, {bt} {b}")
       ua = self.intrinsic(f"llvm.abs.v{4 * n}i8", bt, [(bt, a), ("i1", "false")])
+      if vnni and n > 16:
+        pieces = zip(self._pieces(src[2], "i32", n, 16), self._pieces(ua, "i8", 4 * n, 64), self._pieces(sb, "i8", 4 * n, 64))
+        return self._joined([self.intrinsic("llvm.x86.avx512.vpdpbusd.512", "<16 x i32>", [("<16 x i32>", c), ("<64 x i8>", a), ("<64 x i8>", b)])
+                             for c, a, b in pieces], "i32", 16)
       if vnni: return self.intrinsic(f"llvm.x86.avx512.vpdpbusd.{32 * n}", t, [(t, src[2]), (bt, ua), (bt, sb)])
       parts = []
       for ha, hb in zip(self._pieces(ua, "i8", 4 * n, 32), self._pieces(sb, "i8", 4 * n, 32)):  # 8 lanes (one 256-bit register) at a time

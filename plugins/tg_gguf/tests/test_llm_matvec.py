@@ -13,6 +13,7 @@ from tg_core.codegen.opt.heuristic import _row_lanes_reduce
 from tg_core.device import Device
 from tg_core.engine.realize import run_schedule
 from tg_gguf.ggml_types import BY_NAME
+from tg_gguf.quants import quantize_q8_residual
 from tg_gguf.llm.model import ROW_LANES, WIDE_MAX_ROWS, WIDE_ROW_LANES, Transformer, Weights, row_lanes, row_lanes_view
 from tg_gguf.reader import format_for
 
@@ -175,3 +176,81 @@ def test_row_lanes_follow_the_vector_width(monkeypatch: pytest.MonkeyPatch):
   for width, rows, want in ((16, 48, 16), (16, 40, 8), (16, 12, 0), (16, WIDE_MAX_ROWS + 16, 8), (8, 48, 8), (8, 40, 8), (8, 12, 0)):
     monkeypatch.setattr(r, "caps", dataclasses.replace(r.caps, vector_width=width))
     assert row_lanes("CPU", rows) == want, (width, rows)
+
+@pytest.mark.parametrize("name,rows,cols,T", [("Q4_1", 48, 512, 5), ("Q4_1", 32, 576, 16), ("Q4_0", 32, 512, 8), ("Q8_0", 16, 640, 3)])
+def test_dot_matmul_matches_int8_reference(name: str, rows: int, cols: int, T: int):
+  """Transformer.dot_matmul (prefill's integer matmul over word-interleaved rows, T tokens) is, per token and block,
+  d_w * d_x / 127 * sum(q_w * (127 hi + lo)) + m_w * sum(x) with each token's x quantized per block in two int8 levels: checked
+  against that sum in float64 from the file's bytes and numpy's two-level quantization, and against gguf-py's dequantized
+  matrix times the unquantized x, which two levels follow to ~1e-4 of the largest output (one level: 2e-2)."""
+  raw = _blocks(name, rows, cols)
+  fmt = format_for(BY_NAME[name].id)
+  dz = Weights._dot(Weights._interleave_words(raw, rows, "CPU"), fmt, rows, cols)
+  assert dz is not None
+  x = np.random.default_rng(4).standard_normal((T, cols)).astype(np.float32)
+  x[1, 32:64] = 0  # an all-zero block: d_x = 0
+  got = Transformer.dot_matmul(Tensor(x.reshape(1, T, cols), device="CPU"), dz).numpy()
+  assert got.shape == (1, T, rows)
+  nb = cols // 32
+  q_w, d_w, m_w = _q_d_m(name, raw, rows, nb)
+  for t in range(T):
+    d_x, hi, lo = _q8_residual(x[t])
+    q_x = 127 * hi + lo
+    ref = (d_w * d_x.reshape(nb) / 127 * (q_w * q_x.reshape(1, nb, 32)).sum(-1) + m_w * x[t].reshape(nb, 32).astype(np.float64).sum(-1)).sum(-1)
+    np.testing.assert_allclose(got[0, t], ref, rtol=1e-5, atol=1e-5 * float(np.abs(ref).max()))
+  exact = x.astype(np.float64) @ gq.dequantize(raw, Q[name]).reshape(rows, cols).astype(np.float64).T
+  np.testing.assert_allclose(got[0], exact, atol=1e-4 * float(np.abs(exact).max()))
+
+def _q8_residual(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+  """numpy's two-level int8 quantization of float32 x per 32-element block: d = max|x| / 127, hi = round(x / d), lo =
+  round(127 * (x / d - hi)), in float32 as the kernel computes them (1 / d, then products)."""
+  xb = x.reshape(-1, 32).astype(np.float32)
+  d = (np.abs(xb).max(-1, keepdims=True) / np.float32(127)).astype(np.float32)
+  inv = np.where(d > 0, np.float32(1) / np.where(d > 0, d, 1), 0).astype(np.float32)
+  s = (xb * inv).astype(np.float32)
+  hi = np.rint(s)
+  return d.astype(np.float64), hi.astype(np.int64), np.rint(((s - hi) * np.float32(127)).astype(np.float32)).astype(np.int64)
+
+def test_quantize_q8_residual_matches_numpy():
+  """quantize_q8_residual's two levels against numpy's: hi = round(x / d) in -127..127, lo in -64..64, x = d * (hi + lo / 127)
+  to within d / 254; an outlier block, an all-zero block (d = 0: both levels 0), the block sums."""
+  x = np.random.default_rng(5).standard_normal((3, 128)).astype(np.float32)
+  x[0, 3], x[1, 32:64], x[2, 70] = 300.0, 0, -1e-3
+  hi, lo, d, s = (t.numpy() for t in quantize_q8_residual(Tensor(x, device="CPU")))
+  hb, lb = (w.view(np.int8).reshape(-1, 32).astype(np.int64) for w in (hi, lo))
+  d_ref, hi_ref, lo_ref = _q8_residual(x)
+  np.testing.assert_allclose(d.reshape(-1, 1), d_ref, rtol=2.5e-7)  # (max / 127 may round as max * (1 / 127): an ulp)
+  np.testing.assert_array_equal(hb, hi_ref)
+  assert np.abs(lb - lo_ref).max() <= 1 and np.abs(lb).max() <= 64 and np.abs(hb).max() <= 127
+  rec = d.reshape(-1, 1).astype(np.float64) * (hb + lb / 127)
+  assert (np.abs(rec - x.reshape(-1, 32)) <= d.reshape(-1, 1) / 254 * 1.01 + 1e-12).all()
+  assert not hb[5].any() and not lb[5].any()  # row 1, block 1
+  np.testing.assert_allclose(s.reshape(-1), x.reshape(-1, 32).astype(np.float64).sum(-1), rtol=1e-5, atol=1e-5)
+
+def test_dot_matmul_only_with_native_dp4a(monkeypatch: pytest.MonkeyPatch):
+  """Prefill takes the integer matmul only where int8_prefill is on and the renderer renders DP4A (caps.native_dp4a); lowered to
+  byte shifts it would be slower than the float32 matmul on decoded weights, which hosts without it keep."""
+  import dataclasses
+  import types
+  raw = _blocks("Q4_1", 16, 512)
+  dz = Weights._dot(Weights._interleave_words(raw, 16, "CPU"), format_for(BY_NAME["Q4_1"].id), 16, 512)
+  r = Device["CPU"].renderer
+  x4, x1 = Tensor.empty(1, 4, 512, device="CPU"), Tensor.empty(1, 1, 512, device="CPU")
+  for native, on, x, want in ((True, True, x4, True), (False, True, x4, False), (True, False, x4, False), (True, True, x1, False)):
+    monkeypatch.setattr(r, "caps", dataclasses.replace(r.caps, native_dp4a=native))
+    model = types.SimpleNamespace(int8_prefill=on, device="CPU")
+    assert Transformer._dot_prefill(model, x, dz) is want, (native, on, x.shape)  # type: ignore[arg-type]
+  assert Transformer._dot_prefill(types.SimpleNamespace(int8_prefill=True, device="CPU"), x4, None) is False  # type: ignore[arg-type]
+
+def test_dot_matmul_tile_leaves_room_for_its_sums():
+  """dot_matmul's kernel holds three accumulators an output (the float sum over blocks, the two levels' int32 block sums): on a
+  target with a big register tile the heuristic halves the tile's columns for it, which the plain tile's registers then hold."""
+  from tg_core.codegen.opt.heuristic import hand_coded_optimizations
+  caps = Device["CPU"].renderer.caps
+  if caps.big_reduce_tile is None: pytest.skip("the CPU renderer declares no big register tile")
+  raw = _blocks("Q4_1", 256, 1024)
+  dz = Weights._dot(Weights._interleave_words(raw, 256, "CPU"), format_for(BY_NAME["Q4_1"].id), 256, 1024)
+  y = Transformer.dot_matmul(Tensor.empty(1, 64, 1024, device="CPU"), dz)
+  ast = [si for si in y.schedule() if si.ast.op.name == "SINK"][-1].ast
+  ups = [o for o in hand_coded_optimizations(ast, caps) if o.op is OptOps.UPCAST]
+  assert ups and ups[0].arg <= caps.big_reduce_tile[0] // 2, ups

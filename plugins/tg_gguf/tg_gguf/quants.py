@@ -428,6 +428,34 @@ def dot_q8_0(w: Tensor) -> tuple[DotBlock, ...]:
 # format -> (blocks in a unit, its dot decode)
 DOT = {"Q4_0": (2, dot_q4_0), "Q4_1": (1, dot_q4_1), "Q8_0": (2, dot_q8_0)}
 
+# round to nearest even by adding 1.5 * 2**23 (|v| <= 2**22: the sum's low mantissa bits are then the rounded integer): two ops
+# where round() and a float->int cast were ~20 (the cast guards out-of-range values)
+_RNE = 12582912.0
+
+def _byte_words(q: Tensor) -> Tensor:
+  """(..., 32) int32 values in -128..127 -> (..., 8) int32 words of 4 of them as bytes, by shifts and ors."""
+  q = q.reshape(*q.shape[:-1], 8, 4)
+  return (q[..., 0] & 255) | ((q[..., 1] & 255) << 8) | ((q[..., 2] & 255) << 16) | (q[..., 3] << 24)
+
+def _q8_words(xb: Tensor, d: Tensor) -> Tensor:
+  """x's 32-element blocks xb (..., 32) with their d (..., 1) -> (..., 8) int32 words of 4 int8 q = round(x / d) (0 where d is 0)."""
+  # the rounded sum's bits read back as int32 (|x / d| <= 127)
+  return _byte_words((xb * (d > 0).where(1.0 / d, 0.0) + _RNE).bitcast(dtypes.int32) - 0x4B400000)
+
+def quantize_q8_residual(x: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+  """x (..., K) float32, K a multiple of 32 -> (hi, lo (..., K/32, 8) int32 words of 4 int8 each, d (..., K/32, 1), the blocks'
+  sums (..., K/32, 1)) with x = d * (hi + lo / 127) to within d / 254: hi = round(x / d) (d = max|x| / 127, as
+  quantize_q8_blocks), lo = round(127 * (x / d - hi)) in -64..64, x's rounding error quantized again. One int8 level rounds an
+  element to 1/254 of its block's largest, which a block with an outlier (a norm weight's channel) makes most of the others'
+  value: SmolLM2's prefill logits then left transformers' top 10; two levels keep ~15 bits of the block's range. Each
+  realized by its own kernel (d and the sums in one (..., 2) kernel took two 32-step reduces an output, left scalar loops)."""
+  xb = x.reshape(*x.shape[:-1], x.shape[-1] // 32, 32)
+  d = (xb.abs().max(-1, keepdim=True) / 127.0).contiguous()
+  inv = (d > 0).where(1.0 / d, 0.0)
+  hs = xb * inv + _RNE  # round(x / d) in its low mantissa bits
+  lo = ((xb * inv - (hs - _RNE)) * 127.0 + _RNE).bitcast(dtypes.int32) - 0x4B400000
+  return _byte_words(hs.bitcast(dtypes.int32) - 0x4B400000).contiguous(), _byte_words(lo).contiguous(), d, xb.sum(-1, keepdim=True).contiguous()
+
 def quantize_q8_blocks(x: Tensor) -> tuple[Tensor, Tensor]:
   """x (..., K) float32, K a multiple of 32 -> (q (..., K/32, 8) int32: per block 8 words of 4 int8 q = round(x / d) in -127..127
   in element order, stats (..., K/32, 2) float32: d = max|x| / 127 and the block's sum of x), each realized by its own small
@@ -435,10 +463,4 @@ def quantize_q8_blocks(x: Tensor) -> tuple[Tensor, Tensor]:
   into x with them: SmolLM2's decode step, thread clock, ~58 us a matvec vs ~13 us a small kernel.) q is 0 where d is 0."""
   xb = x.reshape(*x.shape[:-1], x.shape[-1] // 32, 32)
   stats = (xb.abs().max(-1, keepdim=True) / 127.0).cat(xb.sum(-1, keepdim=True), dim=-1).contiguous()
-  d = stats[..., 0:1]
-  # round to nearest even by adding 1.5 * 2**23 (|x / d| <= 127: the sum's low mantissa bits are then the rounded integer), read
-  # back as int32 bits: two ops where round() and a float->int cast were ~20 (the cast guards out-of-range values)
-  q = ((xb * (d > 0).where(1.0 / d, 0.0) + 12582912.0).bitcast(dtypes.int32) - 0x4B400000).reshape(*xb.shape[:-1], 8, 4)
-  # 4 bytes to a word by shifts and ors
-  words = (q[..., 0] & 255) | ((q[..., 1] & 255) << 8) | ((q[..., 2] & 255) << 16) | (q[..., 3] << 24)
-  return words.contiguous(), stats
+  return _q8_words(xb, stats[..., 0:1]).contiguous(), stats

@@ -89,6 +89,11 @@ def hand_coded_optimizations(ast: UOp, caps: RendererCaps | None = None) -> list
     # (a column reduce takes two vectors per step: each strided row visit reads two cache lines, half the page walks)
     tiles = tuple(_tile_sizes(t) for t in caps.big_reduce_tile) if big and caps.big_reduce_tile else ((8, 4, 2), (8, 4, 2)) if tiny_tiles else \
       (_halvings(min(2 * width, 32)),) if col_reduce else ((4, 3, 2), (4, 3, 2))
+    if big and caps.big_reduce_tile and _accumulators(ast, hoisted) >= 3:
+      # the big tile holds one accumulator an output; a reduce nested in another (a quantized matmul's int32 block sums inside
+      # its float sum over blocks) holds one each as well: with three (tg_gguf's two-level int8 prefill matmul) the big tile
+      # spilled, half its columns did not (and ran faster)
+      tiles = (tuple(a for a in tiles[0] if a <= caps.big_reduce_tile[0] // 2), *tiles[1:])
     for i, amts in zip(_tile_axes(ast, axes, out_axes), tiles):
       if big and (pad := _tail_pad(cur, axes[i], amts[0])) is not None:
         cur = apply_opt(cur, pad)
@@ -129,6 +134,10 @@ def hand_coded_optimizations(ast: UOp, caps: RendererCaps | None = None) -> list
           cur = first_fit(cur, OptOps.UPCAST, a, _halvings(caps.transpose_tile))
           break
   return opts
+
+def _accumulators(ast: UOp, hoisted: set[UOp]) -> int:
+  """Accumulators an output of the kernel holds: its reduces, not counting the hoisted ones (run once, above the output loops)."""
+  return sum(1 for u in ast.toposort() if u.op is Ops.REDUCE and not all(r in hoisted for r in u.src[1:]))
 
 def axis_size_estimate(r: UOp) -> int:
   """A loop's trip count as the heuristic sizes kernels: its constant, or for a symbolic bound (a KV cache's valid length,

@@ -260,10 +260,10 @@ def _progress_bar(label: str) -> Callable[[int, int], None]:
   return show
 
 def load_llm(path_or_name: str, device: str | None = None, progress: bool = True, context_length: int | None = None,
-             tokenizer: Tokenizer | None = None, kv_dtype: Any = None, int8_dot: bool = True) -> GGUFLLM:
+             tokenizer: Tokenizer | None = None, kv_dtype: Any = None, int8_dot: bool = True, int8_prefill: bool = False) -> GGUFLLM:
   """A model file (or known package name) -> an api.LLM on `device` (default: Device.DEFAULT). `context_length` caps the KV cache
   (default min(the model's, 4096)); `tokenizer` replaces the one built from the file's metadata (tests use a reference one);
-  `kv_dtype` and `int8_dot` as Transformer's."""
+  `kv_dtype`, `int8_dot` and `int8_prefill` as Transformer's."""
   src = resolve_model(path_or_name)
   try: f = GGUFFile(src)
   except OSError as e: raise UnknownModelError(f"cannot open model {path_or_name!r}: {e}") from e
@@ -274,7 +274,8 @@ def load_llm(path_or_name: str, device: str | None = None, progress: bool = True
   name = path_or_name if path_or_name in KNOWN_MODELS else pathlib.Path(path_or_name).stem
   weights = Weights(f, dev, _progress_bar(f"loading {name}") if progress else None)
   # room for a padded last chunk at the end of the context
-  model = Transformer(cfg, weights, ctx + PREFILL_CHUNK, *([kv_dtype] if kv_dtype is not None else []), int8_dot=int8_dot)
+  model = Transformer(cfg, weights, ctx + PREFILL_CHUNK, *([kv_dtype] if kv_dtype is not None else []), int8_dot=int8_dot,
+                      int8_prefill=int8_prefill)
   if tokenizer is None:
     from tg_gguf.llm.tokenizer import load_tokenizer
     tokenizer = load_tokenizer(f.metadata)

@@ -23,7 +23,7 @@ from tg_core.uop import Ops
 from tg_core.uop.ops import UOp
 
 from tg_gguf.llm.api import LLMError
-from tg_gguf.quants import DOT, FACTORED, FACTORED_ORDER, quantize_q8_blocks
+from tg_gguf.quants import DOT, FACTORED, FACTORED_ORDER, quantize_q8_blocks, quantize_q8_residual
 from tg_gguf.reader import GGUFFile, PLAIN_DTYPES, dequantize_blocks
 
 V = TypeVar("V")
@@ -191,6 +191,7 @@ class Weights:
     self._mats: dict[str, tuple[Tensor, Any, int, int]] = {}
     self._rows: dict[str, tuple[str, int, int]] = {}  # quantized matrix -> (its key in _mats, first row there, rows)
     self.members: dict[str, tuple[str, ...]] = {}  # first member of a fused group -> the members, in row order
+    self.group_key: dict[str, str] = {}  # a fused group's first member in row order -> its key in members
     self._lanes: dict[str, Tensor | None] = {}  # key in _mats -> its lanes buffer (Weights._read_interleaved; None: not interleaved)
     groups = self._groups()
     for i, name in enumerate(f.tensors):
@@ -201,7 +202,7 @@ class Weights:
         members = groups[name]
         fmt, rows, cols = info.format, sum(f.tensors[n].shape[0] for n in members), info.shape[1]
         whole, self._lanes[name] = self._read_interleaved(members, rows)
-        self._mats[name], self.members[name] = (whole, fmt, rows, cols), members
+        self._mats[name], self.members[name], self.group_key[members[0]] = (whole, fmt, rows, cols), members, name
         start, row = 0, 0
         for n in members:
           self.packed[n] = whole[start:start + f.tensors[n].n_blocks]
@@ -412,11 +413,16 @@ class Transformer:
   """forward(tokens embedded, start_pos) -> logits of one position. `max_context` sizes the KV cache and the RoPE tables; `kv_dtype`
   is the cache's storage (float16 as llama.cpp's default: half the memory; the attention computes in float32). `int8_dot`: the
   decode step's matvecs over a DOT format (Q4_0, Q4_1, Q8_0) quantize x to int8 per block and take integer dot products, as
-  llama.cpp does (False: float x, the products exact to float32 rounding, what a reference comparison at float precision needs)."""
-  def __init__(self, cfg: ModelConfig, weights: Weights, max_context: int, kv_dtype: DType = dtypes.float16, int8_dot: bool = True):
+  llama.cpp does (False: float x, the products exact to float32 rounding, what a reference comparison at float precision needs).
+  `int8_prefill`: a prefill's matmuls over a DOT format take integer dot products too (dot_matmul: x in two int8 levels, where
+  the renderer has native DP4A), ~2x the float32 matmul on decoded weights. Off by default: in a block that holds an outlier
+  channel (SmolLM2's residual stream has ~1000x ones) the small elements keep a few percent precision, which moved SmolLM2's KV cache
+  ~1e-3 and flipped a near-tie of a greedy continuation that the float32 prefill matches transformers on."""
+  def __init__(self, cfg: ModelConfig, weights: Weights, max_context: int, kv_dtype: DType = dtypes.float16, int8_dot: bool = True,
+               int8_prefill: bool = False):
     if cfg.rope_dim != cfg.head_dim:
       raise LLMError(f"{cfg.arch}: partial RoPE (rope.dimension_count {cfg.rope_dim} < head dim {cfg.head_dim}) is not supported")
-    self.cfg, self.w, self.max_context, self.int8_dot = cfg, weights, max_context, int8_dot
+    self.cfg, self.w, self.max_context, self.int8_dot, self.int8_prefill = cfg, weights, max_context, int8_dot, int8_prefill
     dev = weights.device
     self.device = dev
     bases = sorted({cfg.layer_rope_base(i) for i in range(cfg.n_layers)})
@@ -450,7 +456,9 @@ class Transformer:
     the elements of one scale group, so their scales (fp16 bits decoded with integer ops) are loop-invariant there and hoisted, not
     redone per element (17x faster on a Q4_1 matvec than one flat reduce), and the sums over groups and blocks stay in the same
     kernel (half the time of a second kernel for them, Q4_1 1536x576)."""
-    if self.int8_dot and (dz := self.w.dot.get(name)) is not None and x.shape[-2] == 1: y = self.dot_matvec(x, dz)
+    dz = self.w.dot.get(name)
+    if self.int8_dot and dz is not None and x.shape[-2] == 1: y = self.dot_matvec(x, dz)
+    elif dz is not None and self._dot_prefill(x, dz): y = self.dot_matmul(x, dz)
     elif (wb := self.w.blocked.get(name)) is not None:
       y = self.matvec(computed(x), wb, self.w.factored.get(name)) if x.shape[-2] == 1 else self.prefill_matmul(x, wb)
     else: y = x @ self.w[name].T
@@ -520,16 +528,59 @@ class Transformer:
       out.append((y + z.min * sz[:, 1:2] if z.min is not None else y).sum((-2, -1)))
     return functools.reduce(lambda a, b: a + b, out).reshape(*x.shape[:-1], rows)
 
+  @staticmethod
+  def dot_matmul(x: Tensor, dz: tuple[Dot, ...]) -> Tensor:
+    """x (..., T, K) @ W.T for T > 1 tokens with integer dot products: x quantized per 32-element block in two int8 levels,
+    x = d * (hi + lo / 127) (quantize_q8_residual, its own small kernels), then one kernel of two int32 sums of byte products
+    (Tensor.dp4a) per block of each (token, row), combined as 127 * sum(q_w * hi) + sum(q_w * lo) (exact in int32) and scaled once
+    by d_w * d_x / 127, plus the block's min times the sum of x, summed over the blocks. It reads W's packed word-interleaved
+    blocks (no decoded copy): the heuristic tiles it as a matmul, a vector of rows (the interleaved lanes) by several tokens, so
+    each weight word is unpacked once for the tile's tokens and each x word broadcast once for its rows. (One level, as
+    llama.cpp's q8 x and dot_matvec, had twice the speed but moved SmolLM2's prefill logits ~2% off transformers'.)"""
+    rows, nu, unit = dz[0].d.shape[0], dz[0].d.shape[1], dz[0].unit
+    lead, K = x.shape[:-1], x.shape[-1]
+    T = math.prod(lead)
+    # x computed once: a norm fused into the quantization's two kernels is redone for each of their outputs
+    hi, lo, dx, sx = quantize_q8_residual(computed(x).reshape(T, K))
+    hi, lo = hi.reshape(T, 1, nu, unit, 8), lo.reshape(T, 1, nu, unit, 8)
+    dx, sx = dx.reshape(T, 1, nu, unit, 1) * (1 / 127), sx.reshape(T, 1, nu, unit, 1)
+    out = []
+    for z in dz:  # each block of a unit: its own reduce over the units, all in one kernel
+      dz_x, sz_x = dx[:, :, :, z.index], sx[:, :, :, z.index]
+      # the parts chained through the op's accumulator, one reduce a level: a tile's int32 sums then take one register per output
+      # vector and level where a reduce per part held a set for each (and spilled). (x's bytes are in -127..127: b_in_range)
+      sums = []
+      for xq in (hi, lo):
+        step: Tensor | int = 0
+        for i, p in enumerate(z.q): step = p.reshape(1, rows, nu, 4).dp4a(xq[:, :, :, z.index, 4 * i:4 * i + 4], acc=step, b_in_range=True)
+        assert isinstance(step, Tensor)
+        sums.append(step.sum(-1, keepdim=True, dtype=dtypes.int32))
+      isum = sums[0] * 127 + sums[1]
+      y = isum.cast(dtypes.float32) * (z.d.reshape(1, rows, nu, 1) * dz_x)
+      out.append((y + z.min.reshape(1, rows, nu, 1) * sz_x if z.min is not None else y).sum((-2, -1)))
+    return functools.reduce(lambda a, b: a + b, out).reshape(*lead, rows)
+
+  def _dot_prefill(self, x: Tensor, dz: tuple[Dot, ...] | None) -> bool:
+    """Does the T > 1 product of x with a matrix of integer dot views `dz` take dot_matmul? Where int8_prefill is on and the
+    renderer renders DP4A natively (caps.native_dp4a): lowered to byte shifts and multiplies it is slower than the float32 matmul
+    on the decoded weights (prefill_matmul)."""
+    return self.int8_prefill and dz is not None and x.shape[-2] > 1 and Device[self.device].renderer.caps.native_dp4a
+
   def linears(self, x: Tensor, names: tuple[str, ...]) -> list[Tensor]:
     """[linear(x, n) for n in names], realized: the members of a fused group (Weights.fused) come from one kernel."""
     out: list[Tensor] = []
-    if x.shape[-2] == 1: x = computed(x).realize()  # realized: computed once for all of them
+    x = computed(x).realize()  # realized: computed once for all of them
     while len(out) < len(names):
       name = names[len(out)]
-      if (fz := self.w.fused.get(name)) is not None and fz[0] == names[len(out):len(out) + len(fz[0])]:
+      # a group is keyed by its member first in the file (Weights.members), which need not be the first in row order (SmolLM2's
+      # attn_k precedes attn_q): a prefill looks it up by its first member in row order. (The decode step keeps its lookup.)
+      key = self.w.group_key.get(name, name) if x.shape[-2] > 1 else name
+      if (fz := self.w.fused.get(key)) is not None and fz[0] == names[len(out):len(out) + len(fz[0])]:
         # realized here: its parts' consumers are scheduled apart
-        y = self.dot_matvec(x, dz) if self.int8_dot and x.shape[-2] == 1 and (dz := self.w.fused_dot.get(name)) is not None else \
-          self.matvec(x, fz[1], self.w.fused_factored.get(name)) if x.shape[-2] == 1 else self.prefill_matmul(x, fz[1])
+        dz = self.w.fused_dot.get(key)
+        y = self.dot_matvec(x, dz) if self.int8_dot and x.shape[-2] == 1 and dz is not None else \
+          self.matvec(x, fz[1], self.w.fused_factored.get(key)) if x.shape[-2] == 1 else \
+          self.dot_matmul(x, dz) if dz is not None and self._dot_prefill(x, dz) else self.prefill_matmul(x, fz[1])
         y = computed(y).realize()
         start = 0
         for n in fz[0]:
@@ -631,7 +682,9 @@ class Transformer:
       qpos = self.positions[start_pos:start_pos + T].reshape(1, 1, 1, T, 1)
       s_p = (kpos > qpos - cfg.sliding_window).where(s_p, float("-inf"))
     # the row max: the chunk's part is finite (a query sees its own key), so exp(-inf - m) is 0 where the past is empty or masked
-    m = s_c.max(-1, keepdim=True).maximum(s_p.max(-1, keepdim=True)).contiguous()
+    # the chunk's row max in a kernel of its own: beside the past's symbolic axis it took the tiny kernel's (no) tiles, a scalar
+    # loop an element; alone its static shape is tiled
+    m = s_c.max(-1, keepdim=True).contiguous().maximum(s_p.max(-1, keepdim=True)).contiguous()
     e_c = (s_c - m).exp().contiguous().reshape(B, KV, G * T, T)
     e_p = (s_p - m).exp().contiguous().reshape(B, KV, G * T, start_pos)
     # the row sums, and the chunk's product e_c @ v, each in a kernel of their own: in one kernel with the past's product and
