@@ -3,6 +3,7 @@ operands sign-extended by a shift pair, b's saturated to -127, the four products
 interpreter too) then runs plain int32 ops with exactly the op's value (tg_core.uop.ops.python_alu)."""
 from __future__ import annotations
 
+from tg_core.dtype import dtypes
 from tg_core.uop import Ops
 from tg_core.uop.ops import UOp
 from tg_core.uop.pattern import PatternMatcher, UPat
@@ -13,8 +14,11 @@ def _byte(v: UOp, k: int) -> UOp:
   return (v << (24 - 8 * k)) >> 24 if k < 3 else v >> 24
 
 def dp4a_expanded(a: UOp, b: UOp, c: UOp) -> UOp:
-  """c + sum_k int8(a_k) * max(int8(b_k), -127) in int32 ops (the value of DP4A(a, b, c))."""
+  """c + sum_k int8(a_k) * max(int8(b_k), -127) in int32 ops (the value of DP4A(a, b, c)); a uint32 a: c + sum_k uint8(a_k) * int8(b_k)."""
   ret = c
+  if a.dtype.scalar() == dtypes.uint32:
+    for k in range(4): ret = ret + ((a >> 8 * k) & 255).bitcast(c.dtype) * _byte(b, k)
+    return ret
   for k in range(4): ret = ret + _byte(a, k) * _byte(b, k).maximum(-127)
   return ret
 
