@@ -91,7 +91,9 @@ SCALE_GROUP = {"Q2_K": 16, "Q3_K": 16, "Q4_K": 32, "Q5_K": 32, "Q6_K": 16}
 ROW_LANES = 8
 # on a host with 16 fp32 lanes (AVX-512) rows are interleaved by 16 where the row count allows (row_lanes): the layer matvecs ran
 # faster so, streamed from memory or not. Not a matrix of more than WIDE_MAX_ROWS rows (the vocabulary-sized output matrix, Q8_0
-# in both models): its integer matvec ran slower at 16 rows a vector, L3-resident or not (cause not found)
+# in both models): its integer matvec ran slower at 16 rows a vector. Part of the cause was a reduce per block of a unit (each
+# pass over a vector of rows skipped the other block's lines, twice the gap at 16 rows); with one reduce, 16 rows are faster
+# from the L2 but still slower streamed from memory (the rest of the cause not found)
 WIDE_ROW_LANES = 16
 WIDE_MAX_ROWS = 16384
 
