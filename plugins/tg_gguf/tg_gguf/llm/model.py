@@ -509,10 +509,7 @@ class Transformer:
     out = []
     for z in dz:  # each block of a unit, summed over the units in one reduce with the others
       xz, sz = xq[:, z.index], stats[:, z.index]
-      # each part's 4 words chained through the dp4a accumulator (vpdpbusd adds onto it): a reduce over them added each step's
-      # product from a zeroed register, two more instructions per word
-      isum = functools.reduce(lambda a, b: a + b, [functools.reduce(lambda acc, k: p[..., k:k + 1].dp4a(xz[:, 4 * i + k:4 * i + k + 1], acc), range(4), 0)
-                                                   for i, p in enumerate(z.q)])
+      isum = functools.reduce(lambda a, b: a + b, [p.dp4a(xz[:, 4 * i:4 * i + 4]).sum(-1, keepdim=True, dtype=dtypes.int32) for i, p in enumerate(z.q)])
       if z.offset and xs is not None: isum = isum - xs[:, z.index] * z.offset
       y = isum.cast(dtypes.float32) * (z.d * sz[:, 0:1])
       out.append(y + z.min * sz[:, 1:2] if z.min is not None else y)
