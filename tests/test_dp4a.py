@@ -35,6 +35,27 @@ def test_dp4a_matches_numpy(dev: str, shape: tuple[int, ...]) -> None:
   got = Tensor(a, device=dev).dp4a(Tensor(b, device=dev), Tensor(c, device=dev)).numpy()
   np.testing.assert_array_equal(got, _ref(a, b, c))
 
+def _ref_unsigned(a: np.ndarray, b: np.ndarray, c: np.ndarray | int) -> np.ndarray:
+  ab = a.view(np.uint8).reshape(*a.shape, 4).astype(np.int64)
+  bb = b.view(np.int8).reshape(*b.shape, 4).astype(np.int64)  # not saturated
+  return ((c + (ab * bb).sum(-1) + 2**31) % 2**32 - 2**31).astype(np.int32)
+
+@pytest.mark.parametrize("shape", [(1,), (8,), (4, 37), (16, 64)])
+def test_dp4a_unsigned_a_matches_numpy(dev: str, shape: tuple[int, ...]) -> None:
+  """A uint32 a: its bytes unsigned (0..255), b's signed and not saturated (-128 stays -128)."""
+  rng = np.random.default_rng(100 + sum(shape))
+  a, b, c = _words(rng, shape), _words(rng, shape)[..., ::-1].copy(), rng.integers(-1 << 20, 1 << 20, shape).astype(np.int32)
+  got = Tensor(a.view(np.uint32), device=dev).dp4a(Tensor(b, device=dev), Tensor(c, device=dev)).numpy()
+  np.testing.assert_array_equal(got, _ref_unsigned(a, b, c))
+
+def test_dp4a_unsigned_a_const_folds() -> None:
+  from tg_core.uop.ops import UOp, alu_value
+  a, b = 0x80FF7F01, int(np.array([0x80807F02], dtype=np.uint32).view(np.int32)[0])
+  u = UOp(Ops.DP4A, dtypes.int32, (UOp.const(dtypes.uint32, a), UOp.const(dtypes.int32, b), UOp.const(dtypes.int32, 5)))
+  want = _ref_unsigned(np.array([a], dtype=np.uint32), np.array([b], dtype=np.int32), 5)[0]
+  assert alu_value(u, [a, b, 5]) == int(want) == 5 + 0x01 * 2 + 0x7f * 0x7f + 0xff * -128 + 0x80 * -128
+  assert u.simplify().op is Ops.CONST and u.simplify().arg == int(want)
+
 def test_dp4a_sum_reduce(dev: str) -> None:
   """An int32 reduce of dp4a steps (the integer matvec's inner loop), rows in the vector lanes."""
   rng = np.random.default_rng(7)
@@ -53,6 +74,7 @@ def test_dp4a_lowering_leaves_no_dp4a() -> None:
 
 def test_dp4a_rejects_other_dtypes() -> None:
   with pytest.raises(TypeError, match="int32"): Tensor([1.0]).dp4a(Tensor([1], dtype=dtypes.int32))
+  with pytest.raises(TypeError, match="int32"): Tensor([1], dtype=dtypes.int32).dp4a(Tensor([1], dtype=dtypes.uint32))
   with pytest.raises(TypeError, match="int32"): Tensor([1], dtype=dtypes.int32).dp4a(Tensor([1], dtype=dtypes.int32), Tensor([1], dtype=dtypes.int64))
 
 def test_dp4a_b_in_range_matches_numpy(dev: str) -> None:

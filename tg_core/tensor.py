@@ -530,12 +530,14 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, RandomMixin,
     return cond._apply_uop(lambda c, a, b: UOp(Ops.WHERE, a.dtype, (c, a, b)), x, y)
   def dp4a(self, b: Tensor, acc: Tensor | int = 0, b_in_range: bool = False) -> Tensor:
     """acc + the dot product of the 4 bytes of each int32 element of self and b, as int8: sum_k int8(self_k) * max(int8(b_k), -127)
-    (b's bytes saturate to a symmetric int8, what an int8 quantization produces). One op (Ops.DP4A): a renderer with an
-    integer dot-product instruction renders it natively, the others get shifts, multiplies and adds (codegen/dp4a.py).
-    `b_in_range`: the caller promises no byte of b is -128 (b is a symmetric int8 quantization's output), so the saturation
-    changes nothing and the kernel skips it (x86: a broadcast b is then read straight from memory by vpdpbusd). A byte -128
-    under the promise gives an unspecified result."""
-    if self.dtype != dtypes.int32 or b.dtype != dtypes.int32: raise TypeError(f"dp4a takes int32 operands, 4 packed bytes each: got {self.dtype} and {b.dtype}")
+    (b's bytes saturate to a symmetric int8, what an int8 quantization produces). A uint32 self holds unsigned bytes:
+    sum_k uint8(self_k) * int8(b_k), b not saturated (x86's vpdpbusd as it is: one instruction, no sign handling). One op
+    (Ops.DP4A): a renderer with an integer dot-product instruction renders it natively, the others get shifts, multiplies and
+    adds (codegen/dp4a.py). `b_in_range`: the caller promises no byte of b is -128 (b is a symmetric int8 quantization's
+    output), so the saturation changes nothing and the kernel skips it (x86: a broadcast b is then read straight from memory
+    by vpdpbusd). A byte -128 under the promise gives an unspecified result."""
+    if self.dtype not in (dtypes.int32, dtypes.uint32) or b.dtype != dtypes.int32:
+      raise TypeError(f"dp4a takes an int32 (or uint32: unsigned bytes) self and an int32 b, 4 packed bytes each: got {self.dtype} and {b.dtype}")
     c = acc if isinstance(acc, Tensor) else Tensor.full((), acc, dtype=dtypes.int32, device=self.device)
     if c.dtype != dtypes.int32: raise TypeError(f"dp4a accumulates in int32, got acc of {c.dtype}")
     shape = _broadcast_shape(self.shape, b.shape, c.shape)

@@ -4,6 +4,7 @@ interpreter too) then runs plain int32 ops with exactly the op's value (tg_core.
 reduce's accumulator folded into the op (fold_dp4a)."""
 from __future__ import annotations
 
+from tg_core.dtype import dtypes
 from tg_core.uop import Ops
 from tg_core.uop.ops import UOp
 from tg_core.uop.pattern import PatternMatcher, UPat
@@ -15,8 +16,11 @@ def _byte(v: UOp, k: int) -> UOp:
 
 def dp4a_expanded(a: UOp, b: UOp, c: UOp, in_range: bool = False) -> UOp:
   """c + sum_k int8(a_k) * max(int8(b_k), -127) in int32 ops (the value of DP4A(a, b, c)); `in_range` (the op's arg): b has no
-  byte -128, the max is left out."""
+  byte -128, the max is left out. A uint32 a: c + sum_k uint8(a_k) * int8(b_k)."""
   ret = c
+  if a.dtype.scalar() == dtypes.uint32:
+    for k in range(4): ret = ret + ((a >> 8 * k) & 255).bitcast(c.dtype) * _byte(b, k)
+    return ret
   for k in range(4): ret = ret + _byte(a, k) * (_byte(b, k) if in_range else _byte(b, k).maximum(-127))
   return ret
 

@@ -44,6 +44,7 @@ class Ops(FastEnum):
   # ternary ALU. DP4A (int32 a, b, c): c + the sum over the 4 bytes k of int8(a_k) * max(int8(b_k), -127), an integer dot
   # product step (b's bytes saturate to a symmetric int8 so that x86's u8 x i8 multiply-add pairs lower it exactly). arg True:
   # the producer promises b has no byte -128 (an int8 quantization's output), so the saturation, a no-op then, may be skipped.
+  # With a uint32 a its bytes are unsigned and b's are not saturated: c + sum_k uint8(a_k) * int8(b_k) (x86's vpdpbusd as it is).
   # DPBF16 (uint32 a, b; float32 c): c + lo(a) * lo(b) + hi(a) * hi(b), lo/hi the bfloat16 values in each uint32's low/high
   # 16 bits (a pair of bfloat16 along a matmul's K): the products are exact in float32, the sum rounds in float32
   WHERE = auto(); MULACC = auto(); DP4A = auto(); DPBF16 = auto()  # noqa: E702

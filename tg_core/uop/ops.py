@@ -703,10 +703,18 @@ python_alu: dict[Ops, Callable[..., Any]] = {
 def _bf16_bits(v: int) -> float: return struct.unpack("<f", struct.pack("<I", (v & 0xFFFF) << 16))[0]
 def _f32(x: float) -> float: return truncate_float(x, dtypes.float32)
 
-def _dp4a_sum(a: int, b: int) -> int:
-  """Ops.DP4A's sum of byte products: the 4 bytes of a as int8, times those of b as int8 saturated to -127..127."""
+def _dp4a_sum(a: int, b: int, unsigned_a: bool = False) -> int:
+  """Ops.DP4A's sum of byte products: the 4 bytes of a as int8, times those of b as int8 saturated to -127..127; with
+  `unsigned_a` (a uint32 a) a's bytes as uint8 times b's as int8, unsaturated."""
   def byte(v: int, k: int) -> int: return ((v >> 8 * k) & 255) - (256 if (v >> 8 * k) & 128 else 0)
+  if unsigned_a: return sum(((a >> 8 * k) & 255) * byte(b, k) for k in range(4))
   return sum(byte(a, k) * max(byte(b, k), -127) for k in range(4))
+
+def alu_value(u: UOp, operands: Sequence[ConstType]) -> ConstType:
+  """exec_alu for the ALU node `u` on these operand values: a DP4A whose a is uint32 (unsigned bytes) told apart by its dtype."""
+  if u.op is Ops.DP4A and u.src[0].dtype.scalar() == dtypes.uint32:
+    return dtypes.as_const(int(operands[2]) + _dp4a_sum(int(operands[0]), int(operands[1]), True), u.dtype)
+  return exec_alu(u.op, u.dtype, operands)
 
 def exec_alu(op: Ops, dtype: DType, operands: Sequence[ConstType]) -> ConstType:
   """Evaluate one ALU op on Python constants with the IR's semantics, wrapping to dtype."""
@@ -738,7 +746,7 @@ def sym_infer(uop: UOp | int, var_vals: dict[UOp, int] | dict[str, int]) -> int:
     elif u.op is Ops.BIND: cache[u] = vals.get(u.src[0].arg.name, u.src[1].arg)
     elif u.is_variable or (u.op is Ops.PARAM and u.arg.addrspace is AddrSpace.ALU): cache[u] = vals.get(u.arg.name, _MISSING)
     elif u.op is Ops.CAST: cache[u] = dtypes.as_const(get(u.src[0]), u.dtype)
-    elif u.op in GroupOp.ALU: cache[u] = exec_alu(u.op, u.dtype, [get(s) for s in u.src])
+    elif u.op in GroupOp.ALU: cache[u] = alu_value(u, [get(s) for s in u.src])
     else: raise RuntimeError(f"sym_infer can't evaluate {u.op}")
   return get(uop)
 

@@ -72,7 +72,8 @@ def _alu_ok(x: UOp) -> bool:
   if x.op in _BITWISE and dtypes.is_float(dt): return False
   if x.op in GroupOp.Binary: return len(src) == 2 and all(s.dtype == dt for s in src)
   if x.op is Ops.MULACC: return len(src) == 3 and all(s.dtype == dt for s in src)
-  if x.op is Ops.DP4A: return len(src) == 3 and dt.scalar() == dtypes.int32 and all(s.dtype == dt for s in src)
+  if x.op is Ops.DP4A:
+    return len(src) == 3 and dt.scalar() == dtypes.int32 and src[0].dtype in (dt, dtypes.uint32.vec(dt.count)) and all(s.dtype == dt for s in src[1:])
   if x.op is Ops.DPBF16:
     return len(src) == 3 and dt.scalar() == dtypes.float32 and src[2].dtype == dt and all(s.dtype == dtypes.uint32.vec(dt.count) for s in src[:2])
   return False

@@ -20,7 +20,7 @@ from typing import Callable
 
 from tg_core.dtype import DType, dtypes
 from tg_core.uop import GroupOp, Ops
-from tg_core.uop.ops import UOp, cdiv, cmod, exec_alu, python_alu
+from tg_core.uop.ops import UOp, alu_value, cdiv, cmod, exec_alu, python_alu
 from tg_core.uop.pattern import PatternMatcher, UPat
 
 ints_bool = dtypes.ints + (dtypes.bool,)
@@ -70,7 +70,7 @@ def fold_consts(a: UOp) -> UOp | None:
   """An ALU op on constants is computed now, exactly as `exec_alu` would at run time (never dividing by zero)."""
   if a.dtype.count > 1 or a.op not in python_alu or any(s.arg.__class__ is tuple for s in a.src): return None
   if a.op in (Ops.IDIV, Ops.MOD) and a.src[1].arg == 0: return None
-  try: return a.const_like(exec_alu(a.op, a.dtype, [s.arg for s in a.src]))
+  try: return a.const_like(alu_value(a, [s.arg for s in a.src]))
   except (ArithmeticError, ValueError, TypeError): return None  # e.g. negative shift counts, 0 ** -1
 
 def fold_range(x: UOp) -> UOp | None:

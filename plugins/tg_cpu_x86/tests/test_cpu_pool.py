@@ -145,6 +145,39 @@ def test_graph_follows_num_cpu_threads_between_replays(monkeypatch: pytest.Monke
       assert isinstance(g, CPUGraph) and max(e.ncores for e in g.table) == threads, [e.ncores for e in g.table]
   assert runtime.get_pool(1).n >= 3  # grown for 4 threads
 
+def test_graph_replays_new_variable_values_in_place(monkeypatch: pytest.MonkeyPatch) -> None:
+  """A replay with a new value of a bound Variable (a decode step's start_pos) rebuilds only the kernels that read it, writing the
+  value into their value arrays in place (the table's entries stay as they are), and every replay computes with its own value:
+  checked against numpy for values across several of the thread decision's buckets, back and forth."""
+  from tg_core import Variable
+  from tg_cpu_x86 import runtime
+  from tg_cpu_x86.graph import CPUGraph
+  monkeypatch.setattr(runtime, "split_threads", lambda t1, trip, mx, handoff_s: min(mx, trip) if trip >= 64 else 1)
+  r = np.random.default_rng(13)
+  table = r.standard_normal((300, 16)).astype(np.float32)
+  big = r.standard_normal((4096, 10)).astype(np.float32)
+  tt, tb = Tensor(table, device="CPU").realize(), Tensor(big, device="CPU").realize()
+  def f(x: Tensor, pos: Variable) -> Tensor:
+    a = (x * 2).realize()  # no Variable
+    s = (tt[:pos + 1] * a).sum(0).realize()  # reads pos (a symbolic axis)
+    b = (tb * 3).sum(1).realize()  # no Variable, split
+    return (s + b[:16]).realize()
+  jf, v = TinyJit(f), Variable("pos", 0, 299)
+  x = r.standard_normal(16).astype(np.float32)
+  tx = Tensor(x, device="CPU").realize()
+  arrays: dict[int, Any] = {}
+  with Context(NUM_CPU_THREADS=2):
+    for p in (3, 4, 5, 40, 41, 200, 7, 8, 299, 0, 100, 101, 102):
+      got = jf(tx, v.bind(p)).numpy()
+      np.testing.assert_allclose(got, (table[:p + 1] * x * 2).sum(0) + (big * 3).sum(1)[:16], rtol=1e-4, atol=1e-4)
+      g = jf.plan[0][0] if jf.plan is not None else None
+      if isinstance(g, CPUGraph):
+        for i, k in enumerate(g.kernels):
+          assert g.table[i].vals == ctypes.addressof(k.vals_arr)
+          if k.names == () and i in arrays: assert k.vals_arr is arrays[i]  # a kernel without Variables: not rebuilt
+          arrays[i] = k.vals_arr
+  assert isinstance(g, CPUGraph) and any(k.names for k in g.kernels)
+
 @pytest.mark.parametrize("arch", ["", "x86-64-v3"])
 def test_pool_exits_cleanly_while_workers_spin(arch: str) -> None:
   # the interpreter exits with the workers spinning (just used) and parked: no hang, no crash on the unmapped code; also with the

@@ -198,6 +198,27 @@ def test_vector_dp4a(lanes: int, path: str, signed_a: bool, in_range: bool):
   assert ("@llvm.x86.avx2.pmadd.ub.sw" in src) == (path == "avx2" and lanes in (8, 16, 32))
   assert ("@llvm.smax" in src) == (not in_range)
 
+@pytest.mark.parametrize("path", ["vnni", "avx2", "portable"])
+@pytest.mark.parametrize("lanes", [16, 8, 4, 2])
+def test_vector_dp4a_unsigned_a(lanes: int, path: str):
+  # DP4A with a uint32 a (unsigned bytes, b unsaturated) on a vector against numpy's int64 products: vpdpbusd as it is with
+  # AVX512-VNNI, AVX2's split of a's bytes into 7 low bits and the top one (a byte of 255 against b's -128: the pairs a plain
+  # vpmaddubsw would saturate), the portable IR for other widths; sums near int32's ends wrap
+  a = rng.integers(0, 256, 512, dtype=np.uint8)
+  b = rng.integers(0, 256, 512, dtype=np.uint8)
+  a[:8], b[:8] = [0xff, 0xff, 0xff, 0xff, 0x80, 0x80, 0x7f, 0], [0x80, 0x80, 0x80, 0x80, 0x7f, 0x80, 0x80, 0x80]
+  a[8:12], b[8:12] = 0xff, 0x7f
+  c = rng.integers(-1000, 1000, 128).astype(np.int32)
+  c[2:4] = [2**31 - 20000, -2**31 + 20000]
+  ta = Tensor(a.view(np.uint32), dtype=dtypes.uint32, device="CPU")
+  tb, tc = (Tensor(v.view(np.int32), dtype=dtypes.int32, device="CPU") for v in (b, c))
+  out, src = run(ta.dp4a(tb, tc), [Opt(OptOps.UPCAST, 0, lanes)], path_renderer(path))
+  want = c + (a.reshape(128, 4).astype(np.int64) * b.view(np.int8).reshape(128, 4).astype(np.int64)).sum(-1)
+  np.testing.assert_array_equal(out, ((want + 2**31) % 2**32 - 2**31).astype(np.int32))
+  assert ("@llvm.x86.avx512.vpdpbusd" in src) == (path == "vnni" and lanes in (8, 16))
+  assert ("@llvm.x86.avx2.pmadd.ub.sw" in src) == (path == "avx2" and lanes in (8, 16))
+  assert "smax" not in src  # b is not saturated
+
 @pytest.mark.parametrize("path", ["vnni", "avx2"])
 def test_vector_dp4a_broadcast_b_full_opt(path: str):
   # 16 lanes of DP4A against one broadcast word of b (a matvec's x), compiled at the full optimization level: LLVM's x86 backend

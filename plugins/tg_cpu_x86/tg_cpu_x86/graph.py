@@ -15,7 +15,7 @@ from typing import Any
 
 from tg_core.helpers import NUM_CPU_THREADS
 from tg_cpu_x86.pool import _Entry, native
-from tg_cpu_x86.runtime import CPUProgram, get_pool, max_threads, wake_workers
+from tg_cpu_x86.runtime import CPUProgram, decision_key, get_pool, max_threads, wake_workers
 
 @dataclass
 class _Kernel:
@@ -27,16 +27,27 @@ class _Kernel:
   vals_arr: Any = None
   vals: tuple[int, ...] = ()
   empty: bool = False  # a Variable sized its grid to nothing: nothing runs
+  # the names of the Variables its values come from, None where its grid is symbolic (any change of the values is looked at)
+  names: tuple[str, ...] | None = ()
 
   def set_bufs(self, bufs: list[Any]) -> None:
     self.bufs = list(bufs)
     self.addrs = (ctypes.c_void_p * max(len(bufs), 1))(*[b._buf.addr for b in bufs])
 
   def set_vals(self, var_vals: dict[str, int]) -> None:
+    """Its values for these Variable values, written into its value array in place where it has one (the table's entry keeps
+    pointing at it: a decode step's new start_pos patches nothing)."""
     self.var_vals = var_vals
     self.vals, gs = self.runner.launch_args(var_vals)  # checks each value against its Variable's range
-    self.vals_arr = (ctypes.c_int32 * max(len(self.vals), 1))(*self.vals)
+    if self.vals_arr is not None and len(self.vals_arr) == max(len(self.vals), 1):
+      for j, v in enumerate(self.vals): self.vals_arr[j] = v
+    else: self.vals_arr = (ctypes.c_int32 * max(len(self.vals), 1))(*self.vals)
     self.empty = self.runner.global_size is None and 0 in gs
+
+def _own_vals(var_vals: dict[str, int], names: tuple[str, ...]) -> tuple[int, ...] | None:
+  """The values of `names` in `var_vals`; None where one is missing (set_vals then raises the runner's error for it)."""
+  try: return tuple(var_vals[n] for n in names)
+  except KeyError: return None
 
 class CPUGraph:
   """A batch of compiled kernels on the CPU (see the module docstring)."""
@@ -51,7 +62,7 @@ class CPUGraph:
     for runner, bufs, var_vals in items:
       if not self.supports(runner): raise TypeError(f"CPUGraph can't batch {runner!r}: only kernels whose program is a CPUProgram")
       runner.prg.captured()  # replayed many times: worth the full optimization level
-      k = _Kernel(runner, runner.prg, [], {})
+      k = _Kernel(runner, runner.prg, [], {}, names=tuple(v.arg.name for v in runner.p.vars) if runner.global_size is not None else None)
       k.set_bufs(bufs)
       k.set_vals(var_vals)
       self.kernels.append(k)
@@ -100,10 +111,14 @@ class CPUGraph:
       if bufs != k.bufs:  # Buffers compare by identity
         k.set_bufs(bufs)
         self._patch(i)
-      if vv is not k.var_vals and vv != k.var_vals:
+      # a replay's value dicts are new (TinyJit adds this call's values to each kernel's): only the kernel's own Variables are
+      # compared, so a kernel that reads no start_pos isn't rebuilt and settled again at every decode step
+      if vv is not k.var_vals and (k.names is None or _own_vals(vv, k.names) != k.vals):
+        key, arr = decision_key(k.vals), k.vals_arr
         k.set_vals(vv)
-        self._patch(i)
-        self.unsettled.add(i)
+        if k.vals_arr is not arr: self._patch(i)
+        # its thread count is decided per decision_key: settled again only where that changed (or its grid is symbolic)
+        if k.names is None or decision_key(k.vals) != key: self.unsettled.add(i)
     if self.unsettled or NUM_CPU_THREADS.value != self.knob: self._settle()
     table, kernels, replay = self.table, self.kernels, native().replay
     if self.split > 1 and max_threads() > 1:  # split entries: the pool's workers claim their chunks, woken once for the replay

@@ -158,34 +158,64 @@ class _CPUKernelWriter(LLVMKernelWriter):
     also need AVX512-VL) vpdpbusd sums the 4 products onto each lane in one instruction (its accumulate wraps like an int32
     add); with AVX2, per 8 lanes, the pairs are summed to int16 (vpmaddubsw: within 2 * 128 * 127, no saturation), then
     pairs of those to int32 (vpmaddwd by 1), then added. Other widths: the same value in portable IR (bytes sign-extended,
-    multiplied, summed by lanes of 4)."""
+    multiplied, summed by lanes of 4). A uint32 a (unsigned bytes, b not saturated) is vpdpbusd's own operation: with VNNI one
+    instruction; with AVX2 a's bytes split into their low 7 bits and their top bit (two vpmaddubsw that can't saturate: 127 * 128
+    * 2 and 1 * 128 * 2), the top bit's pair sums weighted by 128 in the vpmaddwd."""
     n, r = u.dtype.count, self.renderer
     bt, wt = f"<{4 * n} x i8>", f"<{4 * n} x i32>"
-    a, b = (self.emit(f"bitcast {t} {v} to {bt}") for v in src[:2])
+    a, b = (self.emit(f"bitcast {t if i == 1 else ltype(u.src[0].dtype)} {v} to {bt}") for i, v in enumerate(src[:2]))
+    # wider vectors (a matmul's register tile: a power of two) take one vpdpbusd per 16 lanes
+    vnni = isinstance(r, LLVMRenderer) and r.avx512vnni and ((n >= 16 and n & (n - 1) == 0) or (n == 8 and r.avx512vl))
+    avx2 = isinstance(r, LLVMRenderer) and r.avx2 and n % 8 == 0 and n & (n - 1) == 0
+    if u.src[0].dtype.scalar() == dtypes.uint32: return self._dp4a_unsigned(n, a, b, src[2], t, vnni, avx2)
     # frozen: LLVM's x86 backend looped forever on a 512-bit vpmaxsb whose input is a broadcast (a 16-lane DP4A of x's word).
     # Not where the op's arg promises b has no byte -128 (the max is a no-op): a broadcast b then folds into vpdpbusd's operand
     if u.arg is not True:
       sat = self.intrinsic(f"llvm.smax.v{4 * n}i8", bt, [(bt, b), (bt, f"<{', '.join(['i8 -127'] * 4 * n)}>")])
       b = self.emit(f"freeze {bt} {sat}")
-    # wider vectors (a matmul's register tile: a power of two) take one vpdpbusd per 16 lanes
-    vnni = isinstance(r, LLVMRenderer) and r.avx512vnni and ((n >= 16 and n & (n - 1) == 0) or (n == 8 and r.avx512vl))
-    if vnni or (isinstance(r, LLVMRenderer) and r.avx2 and n % 8 == 0 and n & (n - 1) == 0):
+    if vnni or avx2:
       neg = self.emit(f"icmp slt {bt} {a}, zeroinitializer")
       sb = self.emit(f"select <{4 * n} x i1> {neg}, {bt} {self.emit(f'sub {bt} zeroinitializer, {b}')}, {bt} {b}")
       ua = self.intrinsic(f"llvm.abs.v{4 * n}i8", bt, [(bt, a), ("i1", "false")])
-      if vnni and n > 16:
-        pieces = zip(self._pieces(src[2], "i32", n, 16), self._pieces(ua, "i8", 4 * n, 64), self._pieces(sb, "i8", 4 * n, 64))
-        return self._joined([self.intrinsic("llvm.x86.avx512.vpdpbusd.512", "<16 x i32>", [("<16 x i32>", c), ("<64 x i8>", a), ("<64 x i8>", b)])
-                             for c, a, b in pieces], "i32", 16)
-      if vnni: return self.intrinsic(f"llvm.x86.avx512.vpdpbusd.{32 * n}", t, [(t, src[2]), (bt, ua), (bt, sb)])
+      if vnni: return self._vpdpbusd(n, src[2], ua, sb, t)
       parts = []
       for ha, hb in zip(self._pieces(ua, "i8", 4 * n, 32), self._pieces(sb, "i8", 4 * n, 32)):  # 8 lanes (one 256-bit register) at a time
         p16 = self.intrinsic("llvm.x86.avx2.pmadd.ub.sw", "<16 x i16>", [("<32 x i8>", ha), ("<32 x i8>", hb)])
         parts.append(self.intrinsic("llvm.x86.avx2.pmadd.wd", "<8 x i32>", [("<16 x i16>", p16), ("<16 x i16>", f"<{', '.join(['i16 1'] * 16)}>")]))
       return self.emit(f"add {t} {self._joined(parts, 'i32', 8)}, {src[2]}")
     prod = self.emit(f"mul {wt} {self.emit(f'sext {bt} {a} to {wt}')}, {self.emit(f'sext {bt} {b} to {wt}')}")
+    return self._sum_by_4(n, prod, src[2], t)
+
+  def _vpdpbusd(self, n: int, c: str, a: str, b: str, t: str) -> str:
+    """c + sum_k uint8(a_k) * int8(b_k) on n int32 lanes with AVX512-VNNI: 8 or 16 lanes one instruction, a wider power of two
+    one per 16 lanes."""
+    if n <= 16: return self.intrinsic(f"llvm.x86.avx512.vpdpbusd.{32 * n}", t, [(t, c), (f"<{4 * n} x i8>", a), (f"<{4 * n} x i8>", b)])
+    pieces = zip(self._pieces(c, "i32", n, 16), self._pieces(a, "i8", 4 * n, 64), self._pieces(b, "i8", 4 * n, 64))
+    return self._joined([self.intrinsic("llvm.x86.avx512.vpdpbusd.512", "<16 x i32>", [("<16 x i32>", pc), ("<64 x i8>", pa), ("<64 x i8>", pb)])
+                         for pc, pa, pb in pieces], "i32", 16)
+
+  def _dp4a_unsigned(self, n: int, a: str, b: str, c: str, t: str, vnni: bool, avx2: bool) -> str:
+    """c + sum_k uint8(a_k) * int8(b_k) on n int32 lanes (a, b: their <4n x i8> bytes)."""
+    bt, wt = f"<{4 * n} x i8>", f"<{4 * n} x i32>"
+    if vnni: return self._vpdpbusd(n, c, a, b, t)
+    if avx2:
+      lo = self.emit(f"and {bt} {a}, <{', '.join(['i8 127'] * 4 * n)}>")
+      hi = self.emit(f"lshr {bt} {a}, <{', '.join(['i8 7'] * 4 * n)}>")
+      parts = []
+      for pl, ph, pb in zip(self._pieces(lo, "i8", 4 * n, 32), self._pieces(hi, "i8", 4 * n, 32), self._pieces(b, "i8", 4 * n, 32)):
+        s = [self.intrinsic("llvm.x86.avx2.pmadd.ub.sw", "<16 x i16>", [("<32 x i8>", x), ("<32 x i8>", pb)]) for x in (pl, ph)]
+        w = [self.intrinsic("llvm.x86.avx2.pmadd.wd", "<8 x i32>", [("<16 x i16>", v), ("<16 x i16>", f"<{', '.join([f'i16 {m}'] * 16)}>")])
+             for v, m in zip(s, (1, 128))]
+        parts.append(self.emit(f"add <8 x i32> {w[0]}, {w[1]}"))
+      return self.emit(f"add {t} {self._joined(parts, 'i32', 8)}, {c}")
+    prod = self.emit(f"mul {wt} {self.emit(f'zext {bt} {a} to {wt}')}, {self.emit(f'sext {bt} {b} to {wt}')}")
+    return self._sum_by_4(n, prod, c, t)
+
+  def _sum_by_4(self, n: int, prod: str, c: str, t: str) -> str:
+    """c + the sums of each 4 consecutive lanes of the 4n-lane int32 vector `prod` (n == 1: c and the result are scalars)."""
+    wt = f"<{4 * n} x i32>"
     vt = t if n > 1 else "<1 x i32>"
-    acc = src[2] if n > 1 else self.emit(f"insertelement <1 x i32> poison, i32 {src[2]}, i32 0")
+    acc = c if n > 1 else self.emit(f"insertelement <1 x i32> poison, i32 {c}, i32 0")
     for k in range(4):
       lanes = ", ".join(f"i32 {4 * i + k}" for i in range(n))
       acc = self.emit(f"add {vt} {acc}, {self.emit(f'shufflevector {wt} {prod}, {wt} poison, <{n} x i32> <{lanes}>')}")

@@ -159,6 +159,36 @@ def test_dot_matvec_matches_int8_reference(name: str, rows: int, cols: int, lane
   exact = gq.dequantize(raw, Q[name]).reshape(rows, cols).astype(np.float64) @ x.astype(np.float64)
   np.testing.assert_allclose(got, exact, atol=2e-2 * float(np.abs(exact).max()))
 
+# the renderer's x86 paths for DP4A: (flags set, the others off), as bench/quant_matvec_ab.py switches them
+ISA_PATHS = {"vnni": ("avx2", "avx512", "avx512vnni", "avx512vl"), "avx2": ("avx2",), "portable": ()}
+
+@pytest.mark.parametrize("path", list(ISA_PATHS))
+@pytest.mark.parametrize("lanes_by", [ROW_LANES, WIDE_ROW_LANES])
+def test_q8_0_dot_matvec_extremes_on_every_path(path: str, lanes_by: int, monkeypatch: pytest.MonkeyPatch):
+  """Q8_0's integer matvec takes its quants as unsigned bytes q + 128 (quants.DOT_OFFSET: one vpdpbusd a word, no sign handling)
+  and subtracts 128 * the sum of x's int8 values per block: exact against the signed products in int64 for quants of -128, -127
+  and 127 against x's -127 and 127, on each DP4A path the renderer has (VNNI, AVX2's split bytes, portable IR) where the host
+  has it. Several units of blocks, so that the sums over units run in one reduce with both blocks of a unit."""
+  from tg_core.engine import realize
+  r = Device["CPU"].renderer
+  if not all(getattr(r, f) for f in ISA_PATHS[path]): pytest.skip(f"the host has no {path}")
+  for f in ISA_PATHS["vnni"]: monkeypatch.setattr(r, f, f in ISA_PATHS[path])
+  monkeypatch.setattr(realize, "_runner_cache", {})  # keyed on the renderer's caps, not on these flags
+  rows, cols = 32, 256
+  raw = _blocks("Q8_0", rows, cols)
+  raw[:rows // 2, 2:34] = np.array([0x80, 0x81, 0x7f, 0x80], dtype=np.uint8).repeat(8)  # -128, -127, 127, -128 ...
+  x = np.random.default_rng(5).standard_normal(cols).astype(np.float32)
+  x[:32] = np.where(np.arange(32) % 2 == 0, -1.0, 1.0)  # int8 -127 and 127
+  x[64:96] = 0
+  dz = Weights._dot(Weights._interleave_words(raw, rows, "CPU", lanes_by), format_for(BY_NAME["Q8_0"].id), rows, cols)
+  assert dz is not None and all(z.offset == 128 for z in dz)
+  got = Transformer.dot_matvec(Tensor(x.reshape(1, 1, cols), device="CPU"), dz).numpy().reshape(rows)
+  nb = cols // 32
+  q_w, d_w, _ = _q_d_m("Q8_0", raw, rows, nb)
+  d_x, q_x = _q8_blocks(x)
+  ref = (d_w * d_x.reshape(nb) * (q_w * q_x.reshape(1, nb, 32)).sum(-1)).sum(-1)
+  np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5 * float(np.abs(ref).max()))
+
 def test_word_interleaved_lanes_keep_the_blocks():
   """A LANE_WORD format's lanes buffer (int32 words), viewed back as bytes, is the stored blocks (prefill and the dequantized
   views read the file's blocks through it)."""

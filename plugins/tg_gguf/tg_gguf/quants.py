@@ -421,12 +421,31 @@ def dot_q4_0(w: Tensor) -> tuple[DotBlock, ...]:
   return (d0, _nibble_parts(_funnel16(w, 0, 4)), d0 * -8.0), (d1, _nibble_parts(w[:, 5:9]), d1 * -8.0)
 
 def dot_q8_0(w: Tensor) -> tuple[DotBlock, ...]:
-  # a pair of blocks in 17 words: d0 | qs0[0:2] << 16, qs0[2:30], qs0[30:32] | d1 << 16, qs1 (8 words)
-  q0, q1 = _funnel16(w, 0, 8), w[:, 9:17]
-  return (_f16_bits_to_f32(_lo16(w[:, 0:1])), (q0[:, 0:4], q0[:, 4:8]), None), (_f16_bits_to_f32(_hi16(w[:, 8:9])), (q1[:, 0:4], q1[:, 4:8]), None)
+  # a pair of blocks in 17 words: d0 | qs0[0:2] << 16, qs0[2:30], qs0[30:32] | d1 << 16, qs1 (8 words). The signed quants are
+  # given as unsigned bytes q + 128 (the top bit flipped, uint32 words: DOT_OFFSET), which a dp4a takes as they are (vpdpbusd,
+  # no sign handling per word); the dot product then subtracts 128 * the sum of x's int8 values, once per block for all rows
+  q0, q1 = (_offset_bytes(q) for q in (_funnel16(w, 0, 8), w[:, 9:17]))
+  return (_f16_to_f32(_lo16(w[:, 0:1])), (q0[:, 0:4], q0[:, 4:8]), None), (_f16_to_f32(_hi16(w[:, 8:9])), (q1[:, 0:4], q1[:, 4:8]), None)
+
+def _f16_to_f32(h: Tensor) -> Tensor:
+  """float32 values of fp16 bit patterns (int32 in 0..65535) through the float16 dtype: one conversion instruction where the
+  device has float16 natively (x86's F16C vcvtph2ps), the core's exact emulation elsewhere."""
+  return h.cast(dtypes.uint16).bitcast(dtypes.float16).cast(dtypes.float32)
+
+def _offset_bytes(q: Tensor) -> Tensor:
+  """int32 words of 4 int8 -> uint32 words of those bytes + 128 (0..255)."""
+  return q.bitcast(dtypes.uint32) ^ 0x80808080
 
 # format -> (blocks in a unit, its dot decode)
 DOT = {"Q4_0": (2, dot_q4_0), "Q4_1": (1, dot_q4_1), "Q8_0": (2, dot_q8_0)}
+# format -> o where its dot decode's parts are uint32 words of unsigned bytes q + o (q the signed quant): a block's integer dot
+# product is then sum((q + o) * xq) - o * sum(xq), the second term one per block of x for every row (q8_block_sums)
+DOT_OFFSET = {"Q8_0": 128}
+
+def q8_block_sums(words: Tensor) -> Tensor:
+  """x's int8 quantization words (..., 8) int32 (quantize_q8_blocks) -> (..., 1) int32: the sum of each block's 32 values."""
+  ones = Tensor.full(words.shape, 0x01010101, dtype=dtypes.uint32, device=words.device)
+  return ones.dp4a(words).sum(-1, keepdim=True, dtype=dtypes.int32)
 
 # round to nearest even by adding 1.5 * 2**23 (|v| <= 2**22: the sum's low mantissa bits are then the rounded integer): two ops
 # where round() and a float->int cast were ~20 (the cast guards out-of-range values)

@@ -23,7 +23,7 @@ from tg_core.uop import Ops
 from tg_core.uop.ops import UOp
 
 from tg_gguf.llm.api import LLMError
-from tg_gguf.quants import DOT, FACTORED, FACTORED_ORDER, quantize_q8_blocks, quantize_q8_residual
+from tg_gguf.quants import DOT, DOT_OFFSET, FACTORED, FACTORED_ORDER, q8_block_sums, quantize_q8_blocks, quantize_q8_residual
 from tg_gguf.reader import GGUFFile, PLAIN_DTYPES, dequantize_blocks
 
 V = TypeVar("V")
@@ -91,7 +91,9 @@ SCALE_GROUP = {"Q2_K": 16, "Q3_K": 16, "Q4_K": 32, "Q5_K": 32, "Q6_K": 16}
 ROW_LANES = 8
 # on a host with 16 fp32 lanes (AVX-512) rows are interleaved by 16 where the row count allows (row_lanes): the layer matvecs ran
 # faster so, streamed from memory or not. Not a matrix of more than WIDE_MAX_ROWS rows (the vocabulary-sized output matrix, Q8_0
-# in both models): its integer matvec ran slower at 16 rows a vector, L3-resident or not (cause not found)
+# in both models): its integer matvec ran slower at 16 rows a vector. Part of the cause was a reduce per block of a unit (each
+# pass over a vector of rows skipped the other block's lines, twice the gap at 16 rows); with one reduce, 16 rows are faster
+# from the L2 but still slower streamed from memory (the rest of the cause not found)
 WIDE_ROW_LANES = 16
 WIDE_MAX_ROWS = 16384
 
@@ -154,15 +156,18 @@ class Factored:
 class Dot:
   """Blocks `index`, `index + unit`, ... of each row of a quantized matrix, for integer dot products (quants.DOT): scale d, min
   (rows, those blocks, 1) float32 (min None: 0), parts q (rows, those blocks, 4) int32 words of 4 signed bytes (part i: a block's
-  elements 16i..), views of the word-interleaved packed blocks (LANE_WORD). A matrix is a tuple of them, one per block of a unit."""
+  elements 16i..), views of the word-interleaved packed blocks (LANE_WORD). `offset` o > 0: the parts are uint32 words of the
+  unsigned bytes q + o (quants.DOT_OFFSET). A matrix is a tuple of them, one per block of a unit."""
   d: Tensor
   q: tuple[Tensor, ...]
   min: Tensor | None
   unit: int
   index: int
+  offset: int = 0
 
   def rows(self, start: int, stop: int) -> Dot:
-    return Dot(self.d[start:stop], tuple(p[start:stop] for p in self.q), self.min[start:stop] if self.min is not None else None, self.unit, self.index)
+    return Dot(self.d[start:stop], tuple(p[start:stop] for p in self.q), self.min[start:stop] if self.min is not None else None, self.unit,
+               self.index, self.offset)
 
 class LazyViews(Mapping[str, V]):
   """name -> a view of the realized packed blocks, built by `make` at each lookup. The views' UOp graphs (a dequantize is ~70
@@ -280,8 +285,8 @@ class Weights:
     if not views: return ()
     unit, f = DOT[fmt.name]
     nu = cols // fmt.block_elems // unit
-    return tuple(Dot(d.reshape(rows, nu, 1), tuple(p.reshape(rows, nu, 4) for p in q), mn.reshape(rows, nu, 1) if mn is not None else None, unit, i)
-                 for i, (d, q, mn) in enumerate(f(row_lane_words(lanes, unit * fmt.block_bytes))))
+    return tuple(Dot(d.reshape(rows, nu, 1), tuple(p.reshape(rows, nu, 4) for p in q), mn.reshape(rows, nu, 1) if mn is not None else None, unit, i,
+                     DOT_OFFSET.get(fmt.name, 0)) for i, (d, q, mn) in enumerate(f(row_lane_words(lanes, unit * fmt.block_bytes))))
 
   @staticmethod
   def _interleave_words(blocks: np.ndarray, rows: int, device: str, lanes_by: int | None = None) -> Tensor:
@@ -520,13 +525,19 @@ class Transformer:
     rows, nu, unit = dz[0].d.shape[0], dz[0].d.shape[1], dz[0].unit
     xq, stats = quantize_q8_blocks(x.reshape(nu * unit * 32))
     xq, stats = xq.reshape(nu, unit, 8), stats.reshape(nu, unit, 2)
+    # offset parts (Dot.offset): the sums of x's int8 values, a small kernel of their own (in the matvec's kernel they were
+    # redone for every vector of rows)
+    xs = q8_block_sums(xq).contiguous() if any(z.offset for z in dz) else None
     out = []
-    for z in dz:  # each block of a unit: its own reduce over the units, all in one kernel
+    for z in dz:  # each block of a unit, summed over the units in one reduce with the others
       xz, sz = xq[:, z.index], stats[:, z.index]
       isum = functools.reduce(lambda a, b: a + b, [p.dp4a(xz[:, 4 * i:4 * i + 4]).sum(-1, keepdim=True, dtype=dtypes.int32) for i, p in enumerate(z.q)])
+      if z.offset and xs is not None: isum = isum - xs[:, z.index] * z.offset
       y = isum.cast(dtypes.float32) * (z.d * sz[:, 0:1])
-      out.append((y + z.min * sz[:, 1:2] if z.min is not None else y).sum((-2, -1)))
-    return functools.reduce(lambda a, b: a + b, out).reshape(*x.shape[:-1], rows)
+      out.append(y + z.min * sz[:, 1:2] if z.min is not None else y)
+    # one reduce over the units for all the blocks of a unit: a reduce per block read each vector of rows' bytes in as many passes,
+    # each skipping the other blocks' lines (the prefetchers lost the stream: 16 interleaved rows ran at half the speed of 8)
+    return functools.reduce(lambda a, b: a + b, out).sum((-2, -1)).reshape(*x.shape[:-1], rows)
 
   @staticmethod
   def dot_matmul(x: Tensor, dz: tuple[Dot, ...]) -> Tensor:
@@ -544,17 +555,20 @@ class Transformer:
     hi, lo, dx, sx = quantize_q8_residual(computed(x).reshape(T, K))
     hi, lo = hi.reshape(T, 1, nu, unit, 8), lo.reshape(T, 1, nu, unit, 8)
     dx, sx = dx.reshape(T, 1, nu, unit, 1) * (1 / 127), sx.reshape(T, 1, nu, unit, 1)
+    # offset parts (Dot.offset): each level's block sums of its int8 values, subtracted offset times
+    level_sums = [q8_block_sums(v).contiguous() if any(z.offset for z in dz) else None for v in (hi, lo)]
     out = []
     for z in dz:  # each block of a unit: its own reduce over the units, all in one kernel
       dz_x, sz_x = dx[:, :, :, z.index], sx[:, :, :, z.index]
       # the parts chained through the op's accumulator, one reduce a level: a tile's int32 sums then take one register per output
       # vector and level where a reduce per part held a set for each (and spilled). (x's bytes are in -127..127: b_in_range)
       sums = []
-      for xq in (hi, lo):
+      for xq, xs in zip((hi, lo), level_sums):
         step: Tensor | int = 0
         for i, p in enumerate(z.q): step = p.reshape(1, rows, nu, 4).dp4a(xq[:, :, :, z.index, 4 * i:4 * i + 4], acc=step, b_in_range=True)
         assert isinstance(step, Tensor)
-        sums.append(step.sum(-1, keepdim=True, dtype=dtypes.int32))
+        level = step.sum(-1, keepdim=True, dtype=dtypes.int32)
+        sums.append(level - xs[:, :, :, z.index] * z.offset if z.offset and xs is not None else level)
       isum = sums[0] * 127 + sums[1]
       y = isum.cast(dtypes.float32) * (z.d.reshape(1, rows, nu, 1) * dz_x)
       out.append((y + z.min.reshape(1, rows, nu, 1) * sz_x if z.min is not None else y).sum((-2, -1)))
