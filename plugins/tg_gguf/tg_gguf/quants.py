@@ -456,10 +456,17 @@ def _byte_words(q: Tensor) -> Tensor:
   q = q.reshape(*q.shape[:-1], 8, 4)
   return (q[..., 0] & 255) | ((q[..., 1] & 255) << 8) | ((q[..., 2] & 255) << 16) | (q[..., 3] << 24)
 
+def _rne(v: Tensor) -> Tensor:
+  """float32 v (|v| <= 2**22) rounded to the nearest integer, ties to even, as int32: the rounded sum's bits read back."""
+  return (v + _RNE).bitcast(dtypes.int32) - 0x4B400000
+
+def _scaled(xb: Tensor, d: Tensor) -> Tensor:
+  """x / d per block (0 where d is 0): what an int8 level rounds."""
+  return xb * (d > 0).where(1.0 / d, 0.0)
+
 def _q8_words(xb: Tensor, d: Tensor) -> Tensor:
   """x's 32-element blocks xb (..., 32) with their d (..., 1) -> (..., 8) int32 words of 4 int8 q = round(x / d) (0 where d is 0)."""
-  # the rounded sum's bits read back as int32 (|x / d| <= 127)
-  return _byte_words((xb * (d > 0).where(1.0 / d, 0.0) + _RNE).bitcast(dtypes.int32) - 0x4B400000)
+  return _byte_words(_rne(_scaled(xb, d)))
 
 def quantize_q8_residual(x: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
   """x (..., K) float32, K a multiple of 32 -> (hi, lo (..., K/32, 8) int32 words of 4 int8 each, d (..., K/32, 1), the blocks'
@@ -470,10 +477,10 @@ def quantize_q8_residual(x: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
   realized by its own kernel (d and the sums in one (..., 2) kernel took two 32-step reduces an output, left scalar loops)."""
   xb = x.reshape(*x.shape[:-1], x.shape[-1] // 32, 32)
   d = (xb.abs().max(-1, keepdim=True) / 127.0).contiguous()
-  inv = (d > 0).where(1.0 / d, 0.0)
-  hs = xb * inv + _RNE  # round(x / d) in its low mantissa bits
-  lo = ((xb * inv - (hs - _RNE)) * 127.0 + _RNE).bitcast(dtypes.int32) - 0x4B400000
-  return _byte_words(hs.bitcast(dtypes.int32) - 0x4B400000).contiguous(), _byte_words(lo).contiguous(), d, xb.sum(-1, keepdim=True).contiguous()
+  s = _scaled(xb, d)
+  hi = _rne(s)
+  lo = _rne((s - hi.cast(dtypes.float32)) * 127.0)  # (hi is exact in float32)
+  return _byte_words(hi).contiguous(), _byte_words(lo).contiguous(), d, xb.sum(-1, keepdim=True).contiguous()
 
 def quantize_q8_blocks(x: Tensor) -> tuple[Tensor, Tensor]:
   """x (..., K) float32, K a multiple of 32 -> (q (..., K/32, 8) int32: per block 8 words of 4 int8 q = round(x / d) in -127..127
