@@ -177,12 +177,7 @@ class _CPUKernelWriter(LLVMKernelWriter):
       neg = self.emit(f"icmp slt {bt} {a}, zeroinitializer")
       sb = self.emit(f"select <{4 * n} x i1> {neg}, {bt} {self.emit(f'sub {bt} zeroinitializer, {b}')}, {bt} {b}")
       ua = self.intrinsic(f"llvm.abs.v{4 * n}i8", bt, [(bt, a), ("i1", "false")])
-      if vnni: return self._vpdpbusd(n, src[2], ua, sb, t)
-      parts = []
-      for ha, hb in zip(self._pieces(ua, "i8", 4 * n, 32), self._pieces(sb, "i8", 4 * n, 32)):  # 8 lanes (one 256-bit register) at a time
-        p16 = self.intrinsic("llvm.x86.avx2.pmadd.ub.sw", "<16 x i16>", [("<32 x i8>", ha), ("<32 x i8>", hb)])
-        parts.append(self.intrinsic("llvm.x86.avx2.pmadd.wd", "<8 x i32>", [("<16 x i16>", p16), ("<16 x i16>", f"<{', '.join(['i16 1'] * 16)}>")]))
-      return self.emit(f"add {t} {self._joined(parts, 'i32', 8)}, {src[2]}")
+      return self._vpdpbusd(n, src[2], ua, sb, t) if vnni else self._avx2_dot(n, [(ua, 1)], sb, src[2], t)
     prod = self.emit(f"mul {wt} {self.emit(f'sext {bt} {a} to {wt}')}, {self.emit(f'sext {bt} {b} to {wt}')}")
     return self._sum_by_4(n, prod, src[2], t)
 
@@ -201,15 +196,21 @@ class _CPUKernelWriter(LLVMKernelWriter):
     if avx2:
       lo = self.emit(f"and {bt} {a}, <{', '.join(['i8 127'] * 4 * n)}>")
       hi = self.emit(f"lshr {bt} {a}, <{', '.join(['i8 7'] * 4 * n)}>")
-      parts = []
-      for pl, ph, pb in zip(self._pieces(lo, "i8", 4 * n, 32), self._pieces(hi, "i8", 4 * n, 32), self._pieces(b, "i8", 4 * n, 32)):
-        s = [self.intrinsic("llvm.x86.avx2.pmadd.ub.sw", "<16 x i16>", [("<32 x i8>", x), ("<32 x i8>", pb)]) for x in (pl, ph)]
-        w = [self.intrinsic("llvm.x86.avx2.pmadd.wd", "<8 x i32>", [("<16 x i16>", v), ("<16 x i16>", f"<{', '.join([f'i16 {m}'] * 16)}>")])
-             for v, m in zip(s, (1, 128))]
-        parts.append(self.emit(f"add <8 x i32> {w[0]}, {w[1]}"))
-      return self.emit(f"add {t} {self._joined(parts, 'i32', 8)}, {c}")
+      return self._avx2_dot(n, [(lo, 1), (hi, 128)], b, c, t)
     prod = self.emit(f"mul {wt} {self.emit(f'zext {bt} {a} to {wt}')}, {self.emit(f'sext {bt} {b} to {wt}')}")
     return self._sum_by_4(n, prod, c, t)
+
+  def _avx2_dot(self, n: int, terms: list[tuple[str, int]], b: str, c: str, t: str) -> str:
+    """c + sum over terms (u, m) of m * (the sums of 4 byte products u_k * int8(b_k)) on n int32 lanes with AVX2, 8 lanes (one
+    256-bit register) at a time: vpmaddubsw sums pairs to int16 (each u's bytes small enough that a pair can't saturate), vpmaddwd
+    by m sums pairs of those to int32."""
+    parts = []
+    for pieces in zip(self._pieces(b, "i8", 4 * n, 32), *(self._pieces(u, "i8", 4 * n, 32) for u, _ in terms)):
+      sums = [self.intrinsic("llvm.x86.avx2.pmadd.wd", "<8 x i32>", [
+        ("<16 x i16>", self.intrinsic("llvm.x86.avx2.pmadd.ub.sw", "<16 x i16>", [("<32 x i8>", pu), ("<32 x i8>", pieces[0])])),
+        ("<16 x i16>", f"<{', '.join([f'i16 {m}'] * 16)}>")]) for pu, (_, m) in zip(pieces[1:], terms)]
+      parts.append(functools.reduce(lambda x, y: self.emit(f"add <8 x i32> {x}, {y}"), sums))
+    return self.emit(f"add {t} {self._joined(parts, 'i32', 8)}, {c}")
 
   def _sum_by_4(self, n: int, prod: str, c: str, t: str) -> str:
     """c + the sums of each 4 consecutive lanes of the 4n-lane int32 vector `prod` (n == 1: c and the result are scalars)."""
