@@ -91,7 +91,7 @@ def hand_coded_optimizations(ast: UOp, caps: RendererCaps | None = None) -> list
       (_halvings(min(2 * width, 32)),) if col_reduce else ((4, 3, 2), (4, 3, 2))
     if big and caps.big_reduce_tile and _accumulators(ast, hoisted) >= 3:
       # the big tile holds one accumulator an output; a reduce nested in another (a quantized matmul's int32 block sums inside
-      # its float sum over blocks) holds one each as well: with three (tg_gguf's two-level int8 prefill matmul) the big tile
+      # its float sum over blocks) holds one each as well: with three (a matmul over x in two int8 levels) the big tile
       # spilled, half its columns did not (and ran faster)
       tiles = (tuple(a for a in tiles[0] if a <= caps.big_reduce_tile[0] // 2), *tiles[1:])
     for i, amts in zip(_tile_axes(ast, axes, out_axes), tiles):
@@ -148,7 +148,7 @@ def axis_size_estimate(r: UOp) -> int:
 
 def _row_lanes_reduce(ast: UOp, caps: RendererCaps) -> list[Opt] | None:
   """A one-output-axis reduce whose loads are contiguous along `vector_width` (or fewer, at least 4) consecutive outputs but not along the whole
-  axis (a matvec over weights stored with that many rows interleaved byte by byte: tg_gguf's packed quantized blocks) runs
+  axis (a matvec over weights stored with that many rows interleaved byte by byte, as packed quantized blocks) runs
   those outputs in the vector lanes (UPCAST, the vectorized axis) with the innermost reduce unrolled by 4: each load then
   reads one vector for all the lanes' rows, and whatever a row decodes once per block (its fp16 scales) is done once per
   vector of rows. None when the kernel isn't one (an ordinary matvec's rows are a row apart along the axis)."""
