@@ -23,16 +23,22 @@ def cpu_model() -> str:
   except (OSError, StopIteration): return platform.processor() or platform.machine() or "unknown CPU"
 BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
 
+# the least process CPU time (all threads) of a run in the last best_of call
+LAST_CPU = 0.0
+
 def best_of(fn: Callable[..., Any], runs: int, setup: Callable[[], Any] | None = None) -> float:
-  """The best time of fn() (of fn(setup()) with `setup` untimed) over at least `runs` runs and MIN_SECONDS, after a warm-up."""
+  """The best time of fn() (of fn(setup()) with `setup` untimed) over at least `runs` runs and MIN_SECONDS, after a warm-up.
+  Sets LAST_CPU to the least process CPU time (every thread's) a run took."""
+  global LAST_CPU
   fn(setup()) if setup is not None else fn()
-  best, k, t0 = float("inf"), 0, time.perf_counter()
+  best, cpu, k, t0 = float("inf"), float("inf"), 0, time.perf_counter()
   while k < runs or time.perf_counter() - t0 < MIN_SECONDS:
     k += 1
     arg = setup() if setup is not None else None
-    st = CLOCK()
+    st, cst = CLOCK(), time.process_time()
     fn(arg) if setup is not None else fn()
-    best = min(best, CLOCK() - st)
+    best, cpu = min(best, CLOCK() - st), min(cpu, time.process_time() - cst)
+  LAST_CPU = cpu
   return best
 
 def run_py(code: str, env: dict[str, str] | None = None) -> float:
@@ -93,7 +99,8 @@ def _serve() -> None:
       else:
         global MIN_SECONDS
         MIN_SECONDS = float(req[3])
-        out = repr(ns["_time"](eval(req[1], ns), int(req[2])))
+        t = ns["_time"](eval(req[1], ns), int(req[2]))
+        out = f"{t!r} {LAST_CPU!r}"
     except Exception as e:  # reported to the driver, which raises it there
       out = "error " + json.dumps(f"{type(e).__name__}: {e} | {traceback.format_exc().strip().splitlines()[-1]}")
     print(_REPLY + out, flush=True)
@@ -107,6 +114,7 @@ class Peer:
   def __init__(self, name: str, setup: str, timer: str = "from _timing import best_of as _time\n",
                env: dict[str, str] | None = None, settle_s: float = 0.2):
     self.name, self.settle_s = name, settle_s
+    self.cpu: list[float] = []  # per `time` call: the least process CPU time of a run
     code = f"import sys; sys.path.insert(0, {BENCH_DIR!r})\nfrom _timing import _serve\n_serve()"
     self.proc = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
                                  env={**os.environ, "DEV": "CPU", **(env or {})})
@@ -125,9 +133,12 @@ class Peer:
     raise RuntimeError(f"peer {self.name} exited (code {self.proc.wait()}) before answering {req[0]}")
 
   def time(self, expr: str, runs: int, min_s: float) -> float:
-    """The best time of `expr` (evaluated in the peer) over at least `runs` runs and `min_s` seconds, after a warm-up."""
+    """The best time of `expr` (evaluated in the peer) over at least `runs` runs and `min_s` seconds, after a warm-up; the
+    least process CPU time of a run (all the peer's threads, spinning ones too) goes to `self.cpu`."""
     time.sleep(self.settle_s)
-    return float(self.request(["time", expr, runs, min_s]))
+    wall, cpu = self.request(["time", expr, runs, min_s]).split()
+    self.cpu.append(float(cpu))
+    return float(wall)
 
   def close(self) -> None:
     if self.proc.stdin is not None: self.proc.stdin.close()

@@ -59,9 +59,19 @@ def tinygrad_peer(n: int) -> Peer | None:
     return None
 
 def _measure(peers: list[Peer], args: argparse.Namespace, runs: int | None = None) -> dict[str, list[float]]:
-  try: return rounds(peers, "mm", args.rounds, runs or args.runs, args.min_s)
+  try:
+    ts = rounds(peers, "mm", args.rounds, runs or args.runs, args.min_s)
+    return {**ts, **{p.name + " cpu": p.cpu for p in peers}}
   finally:
     for p in peers: p.close()
+
+def _scaling(ts: dict[str, list[float]], flops: int, one: str = "tg1", two: str = "tg2") -> str:
+  """tg's 2 vs 1 thread speedup (median of the per-round ratios, spread), both GFLOPS, and the CPU time the 2-thread runs
+  took over the 1-thread ones (process CPU time, every thread: 1.00 is a split that wastes nothing, spinning and uneven
+  chunks count; on a loaded host the wall-clock speedup falls while this stays)."""
+  cpu = median(ts[two + " cpu"]) / median(ts[one + " cpu"])
+  return (f"{_ratio(ts, one, two)} (1: {flops/median(ts[one])*1e-9:.1f}, 2: {flops/median(ts[two])*1e-9:.1f} GFLOPS; "
+          f"CPU time 2/1 {cpu:.2f})")
 
 def _ratio(ts: dict[str, list[float]], num: str, den: str) -> str:
   """The median of the per-round time ratios num/den, and their spread: how much faster `den` ran than `num`."""
@@ -94,7 +104,7 @@ def bf16_line(args: argparse.Namespace, n: int | None = None) -> str:
   ts = _measure(peers, args, max(1, min(args.runs, 3)))
   g = lambda name: flops / median(ts[name]) * 1e-9  # noqa: E731
   line = f"bf16 {n}x{n}x{n}: tg {g('tg'):6.1f} GFLOPS | torch {g('torch'):6.1f} | tg/torch {_ratio(ts, 'torch', 'tg')}"
-  if not args.cpu_time: line += f" | tg 2 vs 1 threads {_ratio(ts, 'tg1', 'tg')} (1: {g('tg1'):.1f} GFLOPS)"
+  if not args.cpu_time: line += f" | tg 2 vs 1 threads {_scaling(ts, flops, two='tg')}"
   return line + f" | host bf16 matrix extensions: {', '.join(ext) or 'none (neither amx_bf16 nor avx512_bf16)'}"
 
 def cold_line(runs: int) -> str:
@@ -129,13 +139,15 @@ def squares(args: argparse.Namespace) -> None:
     g = lambda name, flops=flops, ts=ts: flops / median(ts[name]) * 1e-9  # noqa: E731
     line = f"matmul {n}x{n} fp32: tg {g('tg'):7.1f} GFLOPS | numpy {g('numpy'):7.1f} | tg/numpy {_ratio(ts, 'numpy', 'tg')}"
     if "tinygrad" in ts: line += f" | tinygrad {g('tinygrad'):6.1f} | tg/tinygrad {_ratio(ts, 'tinygrad', 'tg')}"
-    if not args.cpu_time: line += f" | tg 1 thread {g('tg1'):6.1f}, 2 threads {g('tg2'):6.1f}: {_ratio(ts, 'tg1', 'tg2')}"
+    if not args.cpu_time: line += f" | tg 2 vs 1 threads {_scaling(ts, flops)}"
     print(line, flush=True)
 
 def shapes(args: argparse.Namespace) -> None:
   print(f"{'fp32 shape (MxKxN)':>24} | {'tg GFLOPS':>9} | {'numpy GFLOPS':>12} | {'tg/numpy [spread]':>18} | {'tg GB/s':>7} | "
         f"{'numpy GB/s':>10} | tg 2 vs 1 threads [spread] (GFLOPS)")
   for m, k, n, tr in SHAPES:
+    name = f"{m}x{k}x{n}" + (" x@W.T" if tr else " x@W" if m == 1 else "")
+    if args.match and args.match not in name: continue
     flops, nbytes = 2 * m * k * n, 4 * (m * k + k * n + m * n)
     runs = max(1, min(args.runs, int(2e10 / flops)))  # 4096^3: a single timed run after the warm-up
     scale = not args.cpu_time and (2 * 1024 ** 3 <= flops < 2 * 4096 ** 3 or m == 1)
@@ -143,10 +155,9 @@ def shapes(args: argparse.Namespace) -> None:
     peers = [tg_peer("tg", m, k, n, tr, 2 if scale and _two_cores() else None), np_peer(m, k, n, tr)]
     if scale: peers += [tg_peer("tg1", m, k, n, tr, 1)] + ([] if _two_cores() else [tg_peer("tg2", m, k, n, tr, 2)])
     ts = _measure(peers, args, runs)
-    if scale and _two_cores(): ts["tg2"] = ts["tg"]
+    if scale and _two_cores(): ts["tg2"], ts["tg2 cpu"] = ts["tg"], ts["tg cpu"]
     t_tg, t_np = median(ts["tg"]), median(ts["numpy"])
-    scaling = f"{_ratio(ts, 'tg1', 'tg2')} (1: {flops/median(ts['tg1'])*1e-9:.1f}, 2: {flops/median(ts['tg2'])*1e-9:.1f})" if scale else ""
-    name = f"{m}x{k}x{n}" + (" x@W.T" if tr else " x@W" if m == 1 else "")
+    scaling = _scaling(ts, flops) if scale else ""
     print(f"{name:>24} | {flops/t_tg*1e-9:9.1f} | {flops/t_np*1e-9:12.1f} | {_ratio(ts, 'numpy', 'tg'):>18} | {nbytes/t_tg*1e-9:7.1f} | "
           f"{nbytes/t_np*1e-9:10.1f} | {scaling}", flush=True)
   if not args.no_bf16: print(bf16_line(args), flush=True)
@@ -157,6 +168,7 @@ def main() -> None:
   ap.add_argument("--sizes", type=int, nargs="+", default=[512, 1024], help="square matrix sizes (default 512 1024)")
   ap.add_argument("--shapes", action="store_true", help="the issue-12 table of shapes instead of --sizes")
   ap.add_argument("--only", choices=["fp32", "bf16", "cold"], help="with --shapes: only the fp32 table, the bf16 row or the cold matmul")
+  ap.add_argument("--match", help="with --shapes: only the fp32 shapes whose name contains this (e.g. 2048x2048, x@W)")
   ap.add_argument("--cold", action="store_true", help="only the cold first 64x64 matmul (as --shapes --only cold)")
   ap.add_argument("--cpu-time", action="store_true", help="every peer on one thread, timed by thread CPU time (for a loaded machine)")
   ap.add_argument("--rounds", type=int, default=5, help="rounds the peers take turns in; ratios are the median of the per-round ones (default 5)")
