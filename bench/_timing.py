@@ -105,6 +105,22 @@ def _serve() -> None:
       out = "error " + json.dumps(f"{type(e).__name__}: {e} | {traceback.format_exc().strip().splitlines()[-1]}")
     print(_REPLY + out, flush=True)
 
+_TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+def _host_busy() -> float | None:
+  """CPU seconds every core of the host has spent busy since boot (/proc/stat: all but idle and iowait), None off Linux."""
+  try:
+    with open("/proc/stat") as f: v = [int(x) for x in f.readline().split()[1:]]
+  except (OSError, ValueError): return None
+  return (sum(v[:8]) - v[3] - v[4]) / _TICK
+
+def _proc_cpu(pid: int) -> float | None:
+  """CPU seconds process `pid` has used (its threads, user and system), None off Linux."""
+  try:
+    with open(f"/proc/{pid}/stat") as f: v = f.read().rsplit(")", 1)[1].split()
+  except (OSError, IndexError): return None
+  return (int(v[11]) + int(v[12])) / _TICK
+
 class Peer:
   """One peer (tg with a thread count, numpy, torch, tinygrad) in its own persistent interpreter, driven over a pipe, so that
   a bench can alternate peers round by round (on a VM whose speed swings, the ratio of two measurements taken minutes apart
@@ -115,6 +131,7 @@ class Peer:
                env: dict[str, str] | None = None, settle_s: float = 0.2):
     self.name, self.settle_s = name, settle_s
     self.cpu: list[float] = []  # per `time` call: the least process CPU time of a run
+    self.others: list[float] = []  # per `time` call: cores the rest of the host kept busy meanwhile (Linux; else empty)
     code = f"import sys; sys.path.insert(0, {BENCH_DIR!r})\nfrom _timing import _serve\n_serve()"
     self.proc = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
                                  env={**os.environ, "DEV": "CPU", **(env or {})})
@@ -136,7 +153,10 @@ class Peer:
     """The best time of `expr` (evaluated in the peer) over at least `runs` runs and `min_s` seconds, after a warm-up; the
     least process CPU time of a run (all the peer's threads, spinning ones too) goes to `self.cpu`."""
     time.sleep(self.settle_s)
+    busy0, mine0, t0 = _host_busy(), _proc_cpu(self.proc.pid), time.perf_counter()
     wall, cpu = self.request(["time", expr, runs, min_s]).split()
+    if busy0 is not None and mine0 is not None and (busy1 := _host_busy()) is not None and (mine1 := _proc_cpu(self.proc.pid)) is not None:
+      self.others.append(max(0.0, (busy1 - busy0) - (mine1 - mine0)) / (time.perf_counter() - t0))
     self.cpu.append(float(cpu))
     return float(wall)
 
