@@ -6,6 +6,9 @@ a core from whatever ran next in the same process), driven over a pipe, and the 
 alternating order. A round times each peer as the best of at least --runs runs and --min-s seconds; per shape the table
 shows each peer's median time over the rounds as GFLOPS (GB/s for the matvecs: operand bytes over the time, the figure that
 bounds them) and the ratio as the median of the per-round ratios, with their spread [min-max]. Ratios > 1 favour tg.
+The thread scaling also shows the process CPU time the 2-thread runs took over the 1-thread ones (about 1.0: the split
+wastes nothing) and how many cores other processes kept busy meanwhile (/proc/stat): on a 2-core host whose other core is
+taken, no split can scale, and that column says so.
 
 Default: square sizes (--sizes): tg vs numpy (and tinygrad where installed), tg with NUM_CPU_THREADS=1 vs 2. `--shapes`: the
 table of issue 12 (M x K x N: square, odd, wide, skinny and matvec shapes, plus 4096^3), tg vs numpy, then the
