@@ -202,6 +202,10 @@ def test_bitcast():
     vi = Variable("i", 1, 10).bind(i)
     np.testing.assert_equal(ta[:vi].bitcast(dtypes.uint32)[:i].numpy(), a[:i].view(np.uint32))
 
+def test_bitcast_resize_needs_a_fixed_last_dim():
+  vi = Variable("i", 1, 10).bind(4)
+  with pytest.raises(RuntimeError, match="symbolic"): Tensor(rnd(10, 4)).reshape(40)[:vi].bitcast(dtypes.uint16)
+
 # *** errors ***
 
 def test_bind_out_of_range():

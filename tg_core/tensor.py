@@ -593,12 +593,33 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, RandomMixin,
     dt = to_dtype(dtype)
     return self if self.dtype == dt else self._apply_uop(lambda u: u.cast(dt))
   def bitcast(self, dtype: DTypeLike) -> Tensor:
+    """The same bytes read as `dtype` (numpy's `view`): to a different element size the last dimension shrinks or grows by
+    the size ratio, the elements' bytes taken in little-endian order (as every tg target stores them)."""
     dt = to_dtype(dtype)
     if self.dtype == dt: return self
     if dt.itemsize != self.dtype.itemsize:
       if self.ndim == 0: raise RuntimeError("bitcast to a different size is not supported for 0-d tensors")
+      if not isinstance(self.shape[-1], int):
+        raise RuntimeError(f"bitcast from {self.dtype} to {dt} changes the last dimension, which is symbolic ({self.shape[-1]}): bitcast a fixed-size slice")
       if (self.shape[-1] * self.dtype.itemsize) % dt.itemsize != 0: raise RuntimeError("the last dimension must divide evenly for bitcast")
+      return self._bitcast_resize(dt)
     return self._apply_uop(lambda u: u.bitcast(dt))
+  def _bitcast_resize(self, dt: DType) -> Tensor:
+    """A bitcast to another element size, in unsigned words of both sizes: r narrow words shifted into (or out of) each wide
+    word, the first in its low bits (the kernels see ordinary integer ops; a bitcast op only ever relabels same-size words)."""
+    words = {1: dtypes.uint8, 2: dtypes.uint16, 4: dtypes.uint32, 8: dtypes.uint64}
+    old_w, new_w, n = words[self.dtype.itemsize], words[dt.itemsize], self.shape[-1]
+    src = self.bitcast(old_w)
+    if dt.itemsize > self.dtype.itemsize:
+      r = dt.itemsize // self.dtype.itemsize
+      parts = src.reshape(*self.shape[:-1], n // r, r)
+      out = parts[..., 0].cast(new_w)
+      for i in range(1, r): out = out | (parts[..., i].cast(new_w) << (8 * self.dtype.itemsize * i))
+    else:
+      r = self.dtype.itemsize // dt.itemsize
+      mask = (1 << (8 * dt.itemsize)) - 1
+      out = Tensor.stack(*[((src >> (8 * dt.itemsize * i)) & mask).cast(new_w) for i in range(r)], dim=-1).reshape(*self.shape[:-1], n * r)
+    return out.bitcast(dt)
   def float(self) -> Tensor: return self.cast(dtypes.float32)
   def half(self) -> Tensor: return self.cast(dtypes.float16)
   def double(self) -> Tensor: return self.cast(dtypes.float64)

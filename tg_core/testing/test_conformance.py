@@ -127,6 +127,18 @@ def test_bitcast(tg_device: str, pair: tuple[DType, DType]) -> None:
   a = rand_np((13,), src, 9)
   check(Tensor(a, device=tg_device).bitcast(dst), a.view(_to_np_dtype(dst)), dst)
 
+@pytest.mark.parametrize("pair", [(dtypes.uint16, dtypes.uint32), (dtypes.uint8, dtypes.float32), (dtypes.float32, dtypes.uint8),
+                                  (dtypes.int32, dtypes.float16), (dtypes.float64, dtypes.int32), (dtypes.int8, dtypes.int64),
+                                  (dtypes.int64, dtypes.int16)], ids=str)
+def test_bitcast_resize(tg_device: str, pair: tuple[DType, DType]) -> None:
+  """A bitcast to another element size reads the same bytes (numpy's view): the last dimension scales by the size ratio.
+  Random bytes, compared byte for byte (NaN payloads included)."""
+  src, dst = pair
+  need_dtype(tg_device, src); need_dtype(tg_device, dst)  # noqa: E702
+  a = np.random.default_rng(11).integers(0, 256, size=(3, 16), dtype=np.uint8).view(_to_np_dtype(src))
+  got, want = Tensor(a, device=tg_device).bitcast(dst).numpy(), a.view(_to_np_dtype(dst))
+  assert got.shape == want.shape and got.tobytes() == want.tobytes()
+
 def test_bfloat16_roundtrip(tg_device: str) -> None:
   need_dtype(tg_device, dtypes.bfloat16)
   a = rand_np((64,), dtypes.float32, 10, -1e3, 1e3)
