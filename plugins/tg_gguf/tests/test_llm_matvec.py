@@ -13,7 +13,7 @@ from tg_core.codegen.opt.heuristic import _row_lanes_reduce
 from tg_core.device import Device
 from tg_core.engine.realize import run_schedule
 from tg_gguf.ggml_types import BY_NAME
-from tg_gguf.llm.model import ROW_LANES, WIDE_MAX_ROWS, WIDE_ROW_LANES, Transformer, Weights, row_lanes, row_lanes_view
+from tg_gguf.llm.model import LANE_WORD, ROW_LANES, WIDE_MAX_ROWS, WIDE_ROW_LANES, Transformer, Weights, row_lanes, row_lanes_view
 from tg_gguf.reader import format_for
 
 gguf = pytest.importorskip("gguf")
@@ -59,18 +59,20 @@ def test_interleave_keeps_the_blocks():
   t = Weights._interleave(Tensor(raw, device="CPU").realize(), 16)
   np.testing.assert_array_equal(t.numpy(), raw)
 
-def test_weights_read_from_the_file_into_the_lanes(tmp_path):
+@pytest.mark.parametrize("name", ["Q5_K", "Q4_K"])
+def test_weights_read_from_the_file_into_the_lanes(tmp_path, name: str):
   """Weights reads each quantized matrix from the file straight into its ROW_LANES layout (a fused group's members' rows
   concatenated, the reads crossing its staging slabs and the members' ends): viewed back, every member is its stored blocks,
-  and the buffer is what the kernel interleave makes of them."""
+  and the buffer is what the kernel interleave (byte-interleaved Q5_K) or the numpy one (word-interleaved Q4_K, LANE_WORD)
+  makes of them."""
   from gguf import GGUFWriter
   from tg_gguf.reader import GGUFFile
-  cols = 256 * 64  # Q4_K rows of 9216 bytes: a slab holds 56 rows, the 136 rows of the q/k/v group take three
+  cols = 256 * 64  # rows of 9216 (Q4_K) or 11264 (Q5_K) bytes: a slab holds 56 or 40 rows, the 136 rows of the q/k/v group take 3 or 4
   shapes = {"blk.0.attn_q.weight": 64, "blk.0.attn_k.weight": 32, "blk.0.attn_v.weight": 40, "blk.0.ffn_down.weight": 12}
-  raws = {n: _blocks("Q4_K", r, cols) for n, r in shapes.items()}
+  raws = {n: _blocks(name, r, cols) for n, r in shapes.items()}
   w = GGUFWriter(tmp_path / "m.gguf", "llama")
   w.add_block_count(1)
-  for n, raw in raws.items(): w.add_tensor(n, raw.reshape(shapes[n], -1), raw_dtype=Q.Q4_K)
+  for n, raw in raws.items(): w.add_tensor(n, raw.reshape(shapes[n], -1), raw_dtype=Q[name])
   w.write_header_to_file()
   w.write_kv_data_to_file()
   w.write_tensors_to_file()
@@ -79,8 +81,11 @@ def test_weights_read_from_the_file_into_the_lanes(tmp_path):
   assert list(ws.fused) == ["blk.0.attn_q.weight"] and ws.fused["blk.0.attn_q.weight"][0] == tuple(list(shapes)[:3])
   for n, raw in raws.items(): np.testing.assert_array_equal(ws.packed[n].numpy(), raw, err_msg=n)
   group = np.concatenate([raws[n] for n in list(shapes)[:3]])
-  lanes = Weights._interleave(Tensor(group, device="CPU").realize(), 136)
-  np.testing.assert_array_equal(_base_bytes(ws.packed["blk.0.attn_q.weight"]), _base_bytes(lanes))
+  if name in LANE_WORD:
+    np.testing.assert_array_equal(ws._lanes["blk.0.attn_q.weight"].numpy(), Weights._interleave_words(group, 136, "CPU").numpy())
+  else:
+    lanes = Weights._interleave(Tensor(group, device="CPU").realize(), 136)
+    np.testing.assert_array_equal(_base_bytes(ws.packed["blk.0.attn_q.weight"]), _base_bytes(lanes))
 
 def _base_bytes(t: Tensor) -> np.ndarray:
   from tg_core.engine.realize import buffer_of
@@ -175,3 +180,60 @@ def test_row_lanes_follow_the_vector_width(monkeypatch: pytest.MonkeyPatch):
   for width, rows, want in ((16, 48, 16), (16, 40, 8), (16, 12, 0), (16, WIDE_MAX_ROWS + 16, 8), (8, 48, 8), (8, 40, 8), (8, 12, 0)):
     monkeypatch.setattr(r, "caps", dataclasses.replace(r.caps, vector_width=width))
     assert row_lanes("CPU", rows) == want, (width, rows)
+
+def _mins(name: str, raw: np.ndarray) -> np.ndarray:
+  """(n_blocks, block_elems / 32) the min of each 32-element run of a k-quant or Q5_0 block, decoded from the file's bytes: the
+  part of each value that the integer dot products take as min * sum(x) (Q6_K: none, its q - 32 is a signed byte)."""
+  half = lambda o: raw[:, o:o + 2].copy().view(np.float16).astype(np.float64)  # noqa: E731
+  if name == "Q5_0": return -16 * half(0)
+  if name == "Q4_K":  # ggml's get_scale_min_k4: the 6-bit mins of sub-blocks 0..3 in bytes 8..11, of 4..7 split over bytes 12..15 and 8..11
+    sc = raw[:, 4:16].astype(np.int64)
+    return -half(2) * np.concatenate([sc[:, 4:8] & 63, (sc[:, 8:12] >> 4) | ((sc[:, 4:8] >> 6) << 4)], axis=1)
+  return np.zeros((raw.shape[0], 8))
+
+@pytest.fixture(params=["native", "avx2", "portable"])
+def isa(request: pytest.FixtureRequest):
+  """The host's instruction sets, AVX2 only (no AVX-512: DP4A by vpmaddubsw/vpmaddwd, 8-lane vectors) or neither (DP4A in
+  portable IR), as the x86 renderer sees them."""
+  from tg_core.engine import realize
+  r = Device["CPU"].renderer
+  flags = [f for f in ("avx2", "avx512", "avx512vnni", "avx512vl") if hasattr(r, f)]
+  have = {f: getattr(r, f) for f in flags}
+  for f in flags: setattr(r, f, have[f] and (request.param == "native" or (request.param == "avx2" and f == "avx2")))
+  realize._runner_cache.clear()  # the runner cache keys on the renderer's caps, not on these flags
+  yield request.param
+  for f, v in have.items(): setattr(r, f, v)
+  realize._runner_cache.clear()
+
+@pytest.mark.parametrize("lanes_by", [ROW_LANES, WIDE_ROW_LANES])
+@pytest.mark.parametrize("name,cols", [("Q5_0", 640), ("Q5_0", 1024), ("Q4_K", 512), ("Q4_K", 1024), ("Q6_K", 512), ("Q6_K", 1024)])
+def test_kquant_dot_matvec_matches_int8_reference(name: str, cols: int, lanes_by: int, isa: str):
+  """Transformer.dot_matvec over Q5_0, Q4_K and Q6_K (quants.DOT: 5-bit q from qs and qh, 6-bit scales and mins, 16-element int8
+  scales, blocks off the word grid) against numpy: gguf-py's dequantized matrix W times x's int8 quantization done here, per
+  32-element block d_x * sum((W - min) * q_x) + min * sum(x) in float64 (min: what the format subtracts, taken against the float
+  sum of x as for Q4_0); and against W times the unquantized x within what x's int8 rounding allows. Rows interleaved by 8 and 16,
+  rendered with the host's instructions, AVX2 only and portable IR."""
+  rows = 32
+  raw = _blocks(name, rows, cols)
+  fmt = format_for(BY_NAME[name].id)
+  dz = Weights._dot(Weights._interleave_words(raw, rows, "CPU", lanes_by), fmt, rows, cols)
+  assert dz is not None
+  x = np.random.default_rng(3).standard_normal(cols).astype(np.float32)
+  x[32:64] = 0  # an all-zero block: d_x = 0
+  got = Transformer.dot_matvec(Tensor(x.reshape(1, 1, cols), device="CPU"), dz).numpy().reshape(rows)
+  nb = cols // 32
+  w = gq.dequantize(raw, Q[name]).reshape(rows, nb, 32).astype(np.float64)
+  m = _mins(name, raw).reshape(rows, nb, 1)
+  d_x, q_x = _q8_blocks(x)
+  xb = x.reshape(1, nb, 32).astype(np.float64)
+  ref = (d_x.reshape(1, nb) * ((w - m) * q_x.reshape(1, nb, 32)).sum(-1) + (m * xb).sum(-1)).sum(-1)
+  np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5 * float(np.abs(ref).max()))
+  exact = (w * xb).sum((-2, -1))
+  np.testing.assert_allclose(got, exact, atol=2e-2 * float(np.abs(exact).max()))
+
+def test_kquant_word_lanes_keep_the_blocks():
+  """Q5_0, Q4_K and Q6_K lanes buffers (word-interleaved, LANE_WORD), viewed back as bytes, are the stored blocks."""
+  for name, by in itertools.product(("Q5_0", "Q4_K", "Q6_K"), (ROW_LANES, WIDE_ROW_LANES)):
+    raw = _blocks(name, 16, 1024)
+    lanes = Weights._interleave_words(raw, 16, "CPU", by)
+    np.testing.assert_array_equal(row_lanes_view(lanes, BY_NAME[name].block_bytes).numpy(), raw, err_msg=f"{name} by {by}")

@@ -109,7 +109,7 @@ ATTN_BLOCK = 16
 
 # formats whose rows are interleaved by words of this many bytes rather than by bytes: each int32 lane then holds 4 consecutive
 # elements of one row, what an integer dot product step (Tensor.dp4a, quants.DOT) multiplies with 4 int8 elements of x
-LANE_WORD = {"Q4_0": 4, "Q4_1": 4, "Q8_0": 4}  # (4 only: the lanes buffer is then int32)
+LANE_WORD = {"Q4_0": 4, "Q4_1": 4, "Q8_0": 4, "Q5_0": 4, "Q4_K": 4, "Q6_K": 4}  # (4 only: the lanes buffer is then int32)
 
 def row_lanes_view(lanes: Tensor, block_bytes: int) -> Tensor:
   """The row-lanes layout: a matrix of `rows` rows of `row_bytes` bytes each, interleaved by L rows (row_lanes: ROW_LANES or
@@ -149,17 +149,20 @@ class Factored:
 
 @dataclass(frozen=True)
 class Dot:
-  """Blocks `index`, `index + unit`, ... of each row of a quantized matrix, for integer dot products (quants.DOT): scale d, min
-  (rows, those blocks, 1) float32 (min None: 0), parts q (rows, those blocks, 4) int32 words of 4 signed bytes (part i: a block's
-  elements 16i..), views of the word-interleaved packed blocks (LANE_WORD). A matrix is a tuple of them, one per block of a unit."""
+  """The 32-element blocks `index`, `index + unit`, ... of each row of a quantized matrix, for integer dot products (quants.DOT):
+  scale d, min (rows, those blocks, 1) float32 (min None: 0), q: the blocks' 8 words (rows, those blocks, 1) int32 of 4 signed
+  bytes (word k: elements 4k..4k+3), scales: None, or two (rows, those blocks, 1) int32 integer scales of words 0..3 and 4..7;
+  views of the word-interleaved packed blocks (LANE_WORD). A matrix is a tuple of them, one per 32-element block of a unit."""
   d: Tensor
   q: tuple[Tensor, ...]
   min: Tensor | None
+  scales: tuple[Tensor, ...] | None
   unit: int
   index: int
 
   def rows(self, start: int, stop: int) -> Dot:
-    return Dot(self.d[start:stop], tuple(p[start:stop] for p in self.q), self.min[start:stop] if self.min is not None else None, self.unit, self.index)
+    return Dot(self.d[start:stop], tuple(p[start:stop] for p in self.q), self.min[start:stop] if self.min is not None else None,
+               tuple(s[start:stop] for s in self.scales) if self.scales is not None else None, self.unit, self.index)
 
 class LazyViews(Mapping[str, V]):
   """name -> a view of the realized packed blocks, built by `make` at each lookup. The views' UOp graphs (a dequantize is ~70
@@ -276,8 +279,10 @@ class Weights:
     if not views: return ()
     unit, f = DOT[fmt.name]
     nu = cols // fmt.block_elems // unit
-    return tuple(Dot(d.reshape(rows, nu, 1), tuple(p.reshape(rows, nu, 4) for p in q), mn.reshape(rows, nu, 1) if mn is not None else None, unit, i)
-                 for i, (d, q, mn) in enumerate(f(row_lane_words(lanes, unit * fmt.block_bytes))))
+    blocks = f(row_lane_words(lanes, unit * fmt.block_bytes))
+    def v(t: Tensor | None) -> Tensor | None: return None if t is None else t.reshape(rows, nu, 1)
+    return tuple(Dot(v(d), tuple(v(p) for p in q), v(mn), tuple(v(s) for s in sc) if sc is not None else None, len(blocks), i)
+                 for i, (d, q, mn, sc) in enumerate(blocks))
 
   @staticmethod
   def _interleave_words(blocks: np.ndarray, rows: int, device: str, lanes_by: int | None = None) -> Tensor:
@@ -499,12 +504,15 @@ class Transformer:
     xq, stats = quantize_q8_blocks(x.reshape(nu * unit * 32))
     xq, stats = xq.reshape(nu, unit, 8), stats.reshape(nu, unit, 2)
     out = []
-    for z in dz:  # each block of a unit: its own reduce over the units, all in one kernel
+    for z in dz:  # each 32-element block of a unit, summed elementwise: one reduce over the units
       xz, sz = xq[:, z.index], stats[:, z.index]
-      isum = functools.reduce(lambda a, b: a + b, [p.dp4a(xz[:, 4 * i:4 * i + 4]).sum(-1, keepdim=True, dtype=dtypes.int32) for i, p in enumerate(z.q)])
+      # a chain of DP4A accumulates per part of 4 words (16 elements), the two parts' sums added (or scaled and added)
+      parts = [functools.reduce(lambda acc, k: z.q[k].dp4a(xz[:, k:k + 1], acc), range(4 * p + 1, 4 * p + 4), z.q[4 * p].dp4a(xz[:, 4 * p:4 * p + 1]))
+               for p in range(2)]
+      isum = parts[0] + parts[1] if z.scales is None else parts[0] * z.scales[0] + parts[1] * z.scales[1]
       y = isum.cast(dtypes.float32) * (z.d * sz[:, 0:1])
-      out.append((y + z.min * sz[:, 1:2] if z.min is not None else y).sum((-2, -1)))
-    return functools.reduce(lambda a, b: a + b, out).reshape(*x.shape[:-1], rows)
+      out.append(y + z.min * sz[:, 1:2] if z.min is not None else y)
+    return functools.reduce(lambda a, b: a + b, out).sum((-2, -1)).reshape(*x.shape[:-1], rows)
 
   def linears(self, x: Tensor, names: tuple[str, ...]) -> list[Tensor]:
     """[linear(x, n) for n in names], realized: the members of a fused group (Weights.fused) come from one kernel."""
