@@ -388,8 +388,8 @@ FACTORED_ORDER: dict[str, tuple[tuple[int, ...], tuple[int, ...]]] = {"Q5_0": ((
 
 # the formats whose factored matvec measured faster than the dequantized one (same process, alternated): Q4_0/Q4_1/Q8_0 with
 # the sums of x; Q5_0 and Q6_K reordered (FACTORED_ORDER) so their bits unpack with immediate shifts, no sums of x. Q4_K factored
-# gained less alone than the kernel its sums of x add, so it keeps the dequantized form. (The decode step reads Q4_0/Q4_1/Q8_0
-# through DOT below where the renderer has integer dot products.)
+# gained less alone than the kernel its sums of x add, so it keeps the dequantized form. (The decode step reads these and Q4_K
+# through DOT below: Transformer's int8_dot, the default.)
 FACTORED = {"Q4_0": factored_q4_0, "Q4_1": factored_q4_1, "Q8_0": factored_q8_0, "Q5_0": factored_q5_0, "Q6_K": factored_q6_k}
 
 # *** integer dot products (Tensor.dp4a): the decode step's matvec against x quantized to int8 per 32-element block ***
@@ -473,8 +473,7 @@ def dot_q4_k(w: Tensor) -> tuple[DotBlock, ...]:
 def dot_q6_k(w: Tensor) -> tuple[DotBlock, ...]:
   # a pair of super-blocks in 105 words (210 bytes each: ql 128 bytes of low nibbles, qh 64 bytes of 2 high bits, 16 int8 scales,
   # d). Per half h (128 elements) and l in 0..31: element 128h + 32j + l is nibble j // 2 of ql byte 64h + 32 (j % 2) + l with
-  # bits 2j, 2j+1 of qh byte 32h + l above it, scaled by sc[8h + 2j + l // 16]. q - 32 (-32..31) as a signed byte: q + 0x60
-  # doesn't carry out of its byte (q < 0x40), and flipping bit 7 of that subtracts 128
+  # bits 2j, 2j+1 of qh byte 32h + l above it, scaled by sc[8h + 2j + l // 16]. Unsigned q in 0..63: the - 32 is DOT_ZERO's
   out = []
   for o in (0, 210):
     d = _f16_at(w, o + 208)
@@ -482,10 +481,13 @@ def dot_q6_k(w: Tensor) -> tuple[DotBlock, ...]:
       ql, qh = _words(w, o + 64 * h + 32 * (j % 2), 8), _words(w, o + 128 + 32 * h, 8)
       nib = _lo_nibbles if j < 2 else _hi_nibbles
       high = [(v << (4 - 2 * j) if j < 2 else v >> (2 * j - 4)) & 0x30303030 for v in qh]
-      words = tuple(((nib(a) | b) + 0x60606060) ^ -0x7F7F7F80 for a, b in zip(ql, high))  # ^ 0x80808080 as an int32
       sc = (_byte_at(w, o + 192 + 8 * h + 2 * j, signed=True), _byte_at(w, o + 192 + 8 * h + 2 * j + 1, signed=True))
-      out.append((d, words, None, sc))
+      out.append((d, tuple(nib(a) | b for a, b in zip(ql, high)), None, sc))
   return tuple(out)
+
+# formats whose words hold q + zero (unsigned bytes): the dot product takes zero * (the sum of x's int8 q) off each 16 elements' integer sum
+# (exact, before their scale), where a signed q would cost each word the sign handling of a signed DP4A operand
+DOT_ZERO = {"Q6_K": 32}
 
 # format -> (format blocks in a unit, its dot decode)
 DOT = {"Q4_0": (2, dot_q4_0), "Q4_1": (1, dot_q4_1), "Q8_0": (2, dot_q8_0), "Q5_0": (2, dot_q5_0), "Q4_K": (1, dot_q4_k), "Q6_K": (2, dot_q6_k)}

@@ -23,7 +23,7 @@ from tg_core.uop import Ops
 from tg_core.uop.ops import UOp
 
 from tg_gguf.llm.api import LLMError
-from tg_gguf.quants import DOT, FACTORED, FACTORED_ORDER, quantize_q8_blocks
+from tg_gguf.quants import DOT, DOT_ZERO, FACTORED, FACTORED_ORDER, quantize_q8_blocks
 from tg_gguf.reader import GGUFFile, PLAIN_DTYPES, dequantize_blocks
 
 V = TypeVar("V")
@@ -159,10 +159,11 @@ class Dot:
   scales: tuple[Tensor, ...] | None
   unit: int
   index: int
+  zero: int = 0  # the words hold q + zero (quants.DOT_ZERO)
 
   def rows(self, start: int, stop: int) -> Dot:
     return Dot(self.d[start:stop], tuple(p[start:stop] for p in self.q), self.min[start:stop] if self.min is not None else None,
-               tuple(s[start:stop] for s in self.scales) if self.scales is not None else None, self.unit, self.index)
+               tuple(s[start:stop] for s in self.scales) if self.scales is not None else None, self.unit, self.index, self.zero)
 
 class LazyViews(Mapping[str, V]):
   """name -> a view of the realized packed blocks, built by `make` at each lookup. The views' UOp graphs (a dequantize is ~70
@@ -281,7 +282,8 @@ class Weights:
     nu = cols // fmt.block_elems // unit
     blocks = f(row_lane_words(lanes, unit * fmt.block_bytes))
     def v(t: Tensor | None) -> Tensor | None: return None if t is None else t.reshape(rows, nu, 1)
-    return tuple(Dot(v(d), tuple(v(p) for p in q), v(mn), tuple(v(s) for s in sc) if sc is not None else None, len(blocks), i)
+    return tuple(Dot(v(d), tuple(v(p) for p in q), v(mn), tuple(v(s) for s in sc) if sc is not None else None, len(blocks), i,
+                     DOT_ZERO.get(fmt.name, 0))
                  for i, (d, q, mn, sc) in enumerate(blocks))
 
   @staticmethod
@@ -402,7 +404,7 @@ def apply_rope(x: Tensor, cos: Tensor, sin: Tensor, interleaved: bool) -> Tensor
 class Transformer:
   """forward(tokens embedded, start_pos) -> logits of one position. `max_context` sizes the KV cache and the RoPE tables; `kv_dtype`
   is the cache's storage (float16 as llama.cpp's default: half the memory; the attention computes in float32). `int8_dot`: the
-  decode step's matvecs over a DOT format (Q4_0, Q4_1, Q8_0) quantize x to int8 per block and take integer dot products, as
+  decode step's matvecs over a DOT format (Q4_0, Q4_1, Q5_0, Q8_0, Q4_K, Q6_K) quantize x to int8 per block and take integer dot products, as
   llama.cpp does (False: float x, the products exact to float32 rounding, what a reference comparison at float precision needs)."""
   def __init__(self, cfg: ModelConfig, weights: Weights, max_context: int, kv_dtype: DType = dtypes.float16, int8_dot: bool = True):
     if cfg.rope_dim != cfg.head_dim:
@@ -504,11 +506,14 @@ class Transformer:
     xq, stats = quantize_q8_blocks(x.reshape(nu * unit * 32))
     xq, stats = xq.reshape(nu, unit, 8), stats.reshape(nu, unit, 2)
     out = []
+    def chain(words: tuple[Tensor, ...], xz: Tensor, p: int) -> Tensor:  # DP4A accumulates over words 4p..4p+3
+      return functools.reduce(lambda acc, k: words[k].dp4a(xz[:, k:k + 1], acc), range(4 * p + 1, 4 * p + 4), words[4 * p].dp4a(xz[:, 4 * p:4 * p + 1]))
+    ones = (Tensor.full((1, 1), 0x01010101, dtype=dtypes.int32, device=x.device),) * 8
     for z in dz:  # each 32-element block of a unit, summed elementwise: one reduce over the units
       xz, sz = xq[:, z.index], stats[:, z.index]
-      # a chain of DP4A accumulates per part of 4 words (16 elements), the two parts' sums added (or scaled and added)
-      parts = [functools.reduce(lambda acc, k: z.q[k].dp4a(xz[:, k:k + 1], acc), range(4 * p + 1, 4 * p + 4), z.q[4 * p].dp4a(xz[:, 4 * p:4 * p + 1]))
-               for p in range(2)]
+      # a chain of DP4A accumulates per part of 4 words (16 elements), the two parts' sums added (or scaled and added); words
+      # of q + zero: zero * x's int8 sum of the part off (4 bytes of 1 dotted with x's words: the same for every row)
+      parts = [chain(z.q, xz, p) - (chain(ones, xz, p) * z.zero if z.zero else 0) for p in range(2)]
       isum = parts[0] + parts[1] if z.scales is None else parts[0] * z.scales[0] + parts[1] * z.scales[1]
       y = isum.cast(dtypes.float32) * (z.d * sz[:, 0:1])
       out.append(y + z.min * sz[:, 1:2] if z.min is not None else y)
