@@ -498,15 +498,15 @@ def dot_q6_k(w: Tensor) -> tuple[DotBlock, ...]:
   return tuple(out)
 
 # format -> o where its dot decode's words hold the unsigned bytes q + o (q the signed quant): a block's integer dot product is then
-# sum((q + o) * xq) - o * sum(xq) per part (16 elements, before a part scale), the second term the same for every row (q8_part_sums).
+# sum((q + o) * xq) - o * sum(xq) per part (16 elements, before a part scale), the second term the same for every row (quantize_q8_residual's sums).
 # Q8_0's words are uint32 (bytes 0..255: x86's vpdpbusd as it is), Q6_K's int32 (bytes 0..63: signed and unsigned alike)
 DOT_OFFSET = {"Q8_0": 128, "Q6_K": 32}
 
 # format -> (format blocks in a unit, its dot decode)
 DOT = {"Q4_0": (2, dot_q4_0), "Q4_1": (1, dot_q4_1), "Q8_0": (2, dot_q8_0), "Q5_0": (2, dot_q5_0), "Q4_K": (1, dot_q4_k), "Q6_K": (2, dot_q6_k)}
 
-def q8_part_sums(words: Tensor) -> Tensor:
-  """x's int8 quantization words (..., 8) int32 -> (..., 2) int32: the sums of each block's values 0..15 and 16..31."""
+def _q8_part_sums(words: Tensor) -> Tensor:
+  """int8 words (..., 8) int32 -> (..., 2) int32: the sums of each block's values 0..15 and 16..31 (DP4A against bytes of 1)."""
   ones = Tensor.full(words.shape, 0x01010101, dtype=dtypes.uint32, device=words.device)
   return ones.dp4a(words, b_in_range=True).reshape(*words.shape[:-1], 2, 4).sum(-1, dtype=dtypes.int32)
 
@@ -527,29 +527,19 @@ def _scaled(xb: Tensor, d: Tensor) -> Tensor:
   """x / d per block (0 where d is 0): what an int8 level rounds."""
   return xb * (d > 0).where(1.0 / d, 0.0)
 
-def _q8_words(xb: Tensor, d: Tensor) -> Tensor:
-  """x's 32-element blocks xb (..., 32) with their d (..., 1) -> (..., 8) int32 words of 4 int8 q = round(x / d) (0 where d is 0)."""
-  return _byte_words(_rne(_scaled(xb, d)))
-
-def quantize_q8_residual(x: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-  """x (..., K) float32, K a multiple of 32 -> (hi, lo (..., K/32, 8) int32 words of 4 int8 each, d (..., K/32, 1), the blocks'
-  sums (..., K/32, 1)) with x = d * (hi + lo / 127) to within d / 254: hi = round(x / d) (d = max|x| / 127, as
-  quantize_q8_blocks), lo = round(127 * (x / d - hi)) in -64..64, x's rounding error quantized again. One int8 level rounds an
-  element to 1/254 of its block's largest, which a block with an outlier (a norm weight's channel) makes most of the others'
-  value: SmolLM2's prefill logits then left transformers' top 10; two levels keep ~15 bits of the block's range. Each
-  realized by its own kernel (d and the sums in one (..., 2) kernel took two 32-step reduces an output, left scalar loops)."""
+def quantize_q8_residual(x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+  """x (..., K) float32, K a multiple of 32 -> (q (..., K/32, 16) int32: per 32-element block 8 words of 4 int8 hi, then 8 of
+  lo; d (..., K/32, 1) float32; sums (..., K/32, 2) int32 of 127 * hi + lo over each block's elements 0..15 and 16..31), with
+  x = d * (hi + lo / 127) to within d / 254: hi = round(x / d) (d = max|x| / 127), lo = round(127 * (x / d - hi)) in -64..64,
+  x's rounding error quantized again. One int8 level (llama.cpp's q8 x) rounds an element to 1/254 of its block's largest,
+  which a block with an outlier (a norm weight's channel) makes most of the others' value: SmolLM2's logits then left
+  transformers' top 10; two levels keep ~15 bits of the block's range. The sums serve a format's min (min * d / 127 * the
+  block's sum: the quantized x's, as llama.cpp's q8_1 s) and its offset bytes (DOT_OFFSET, per 16 elements). Three small
+  kernels: d, both levels' words, the sums (d and a reduce in one kernel took a 32-step reduce an output, left scalar loops)."""
   xb = x.reshape(*x.shape[:-1], x.shape[-1] // 32, 32)
   d = (xb.abs().max(-1, keepdim=True) / 127.0).contiguous()
   s = _scaled(xb, d)
   hi = _rne(s)
   lo = _rne((s - hi.cast(dtypes.float32)) * 127.0)  # (hi is exact in float32)
-  return _byte_words(hi).contiguous(), _byte_words(lo).contiguous(), d, xb.sum(-1, keepdim=True).contiguous()
-
-def quantize_q8_blocks(x: Tensor) -> tuple[Tensor, Tensor]:
-  """x (..., K) float32, K a multiple of 32 -> (q (..., K/32, 8) int32: per block 8 words of 4 int8 q = round(x / d) in -127..127
-  in element order, stats (..., K/32, 2) float32: d = max|x| / 127 and the block's sum of x), each realized by its own small
-  kernel. (One kernel writing both as (K/32, 10) redid the block's max and sum for each of its 10 outputs, and the norm fused
-  into x with them: SmolLM2's decode step, thread clock, ~58 us a matvec vs ~13 us a small kernel.) q is 0 where d is 0."""
-  xb = x.reshape(*x.shape[:-1], x.shape[-1] // 32, 32)
-  stats = (xb.abs().max(-1, keepdim=True) / 127.0).cat(xb.sum(-1, keepdim=True), dim=-1).contiguous()
-  return _q8_words(xb, stats[..., 0:1]).contiguous(), stats
+  q = _byte_words(hi).cat(_byte_words(lo), dim=-1).contiguous()
+  return q, d, (_q8_part_sums(q[..., 0:8]) * 127 + _q8_part_sums(q[..., 8:16])).contiguous()

@@ -23,7 +23,7 @@ from tg_core.uop import Ops
 from tg_core.uop.ops import UOp
 
 from tg_gguf.llm.api import LLMError
-from tg_gguf.quants import DOT, DOT_OFFSET, FACTORED, FACTORED_ORDER, q8_part_sums, quantize_q8_residual
+from tg_gguf.quants import DOT, DOT_OFFSET, FACTORED, FACTORED_ORDER, quantize_q8_residual
 from tg_gguf.reader import GGUFFile, PLAIN_DTYPES, dequantize_blocks
 
 V = TypeVar("V")
@@ -546,16 +546,15 @@ class Transformer:
     return parts[0] if z.scales is None else parts[0] * w(z.scales[0]) + parts[1] * w(z.scales[1])
 
   @staticmethod
-  def _x_levels(x: Tensor, dz: tuple[Dot, ...]) -> tuple[tuple[Tensor, Tensor], Tensor, Tensor, Tensor | None]:
+  def _x_levels(x: Tensor, dz: tuple[Dot, ...]) -> tuple[tuple[Tensor, Tensor], Tensor, Tensor, Tensor]:
     """x (T, K) quantized per 32-element block in two int8 levels (quantize_q8_residual, its own small kernels) for a matrix of
-    Dot views `dz`: ((hi, lo) (T, units, unit, 8) int32 words, d / 127 and the sums of x (T, units, unit, 1), and, where a Dot has
-    an offset, 127 * hi + lo summed per 16 elements (T, units, unit, 2) int32 (a small kernel: the same for every row), else None."""
+    Dot views `dz`: ((hi, lo) (T, units, unit, 8) int32 words, d / 127 and the sums of x (T, units, unit, 1): the quantized x's,
+    and 127 * hi + lo summed per 16 elements (T, units, unit, 2) int32, for the offsets)."""
     nu, unit = dz[0].d.shape[1], dz[0].unit
-    hi, lo, dx, sx = quantize_q8_residual(x)
+    q, dx, sums = quantize_q8_residual(x)
     T = x.shape[0]
-    hi, lo = hi.reshape(T, nu, unit, 8), lo.reshape(T, nu, unit, 8)
-    offs = (q8_part_sums(hi) * 127 + q8_part_sums(lo)).contiguous() if any(z.offset for z in dz) else None
-    return (hi, lo), dx.reshape(T, nu, unit, 1) * (1 / 127), sx.reshape(T, nu, unit, 1), offs
+    q, dx, sums = q.reshape(T, nu, unit, 16), dx.reshape(T, nu, unit, 1) * (1 / 127), sums.reshape(T, nu, unit, 2)
+    return (q[..., 0:8], q[..., 8:16]), dx, dx * (sums[..., 0:1] + sums[..., 1:2]).cast(dtypes.float32), sums
 
   @staticmethod
   def dot_matvec(x: Tensor, dz: tuple[Dot, ...]) -> Tensor:
@@ -568,7 +567,7 @@ class Transformer:
     (hi, lo), dx, sx, offs = Transformer._x_levels(computed(x).reshape(1, x.shape[-1]), dz)
     out = []
     for z in dz:  # each 32-element block of a unit, summed elementwise: one reduce over the units
-      isum = Transformer._dot_words(z, (hi[0, :, z.index], lo[0, :, z.index]), offs[0, :, z.index] if offs is not None else None, 0)
+      isum = Transformer._dot_words(z, (hi[0, :, z.index], lo[0, :, z.index]), offs[0, :, z.index], 0)
       y = isum.cast(dtypes.float32) * (z.d * dx[0, :, z.index])
       out.append(y + z.min * sx[0, :, z.index] if z.min is not None else y)
     # one reduce over the units for all the blocks of a unit: a reduce per block read each vector of rows' bytes in as many passes,
@@ -592,7 +591,7 @@ class Transformer:
     out = []
     for z in dz:  # each block of a unit: its own reduce over the units, all in one kernel
       def tok(t: Tensor, i: int = z.index) -> Tensor: return t[:, :, i].unsqueeze(1)  # (T, 1, units, ...): broadcast over the rows
-      isum = Transformer._dot_words(z, (tok(hi), tok(lo)), tok(offs) if offs is not None else None, 1)
+      isum = Transformer._dot_words(z, (tok(hi), tok(lo)), tok(offs), 1)
       y = isum.cast(dtypes.float32) * (z.d.reshape(1, *z.d.shape) * tok(dx))
       out.append((y + z.min.reshape(1, *z.min.shape) * tok(sx) if z.min is not None else y).sum((-2, -1)))
     return functools.reduce(lambda a, b: a + b, out).reshape(*lead, rows)
