@@ -222,11 +222,11 @@ def _q8_residual(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 def test_quantize_q8_residual_matches_numpy():
   """quantize_q8_residual's two levels against numpy's: hi = round(x / d) in -127..127, lo in -64..64, x = d * (hi + lo / 127)
-  to within d / 254; an outlier block, an all-zero block (d = 0: both levels 0), the sums of 127 hi + lo per 16 elements."""
+  to within d / 254; an outlier block, an all-zero block (d = 0: both levels 0), each level's sums per 16 elements."""
   x = np.random.default_rng(5).standard_normal((3, 128)).astype(np.float32)
   x[0, 3], x[1, 32:64], x[2, 70] = 300.0, 0, -1e-3
   q, d, s = (t.numpy() for t in quantize_q8_residual(Tensor(x, device="CPU")))
-  assert q.shape == (3, 4, 16) and s.shape == (3, 4, 2)
+  assert q.shape == (3, 4, 16) and s.shape == (3, 4, 4)
   hb, lb = (np.ascontiguousarray(w).view(np.int8).reshape(-1, 32).astype(np.int64) for w in (q[..., 0:8], q[..., 8:16]))
   d_ref, hi_ref, lo_ref = _q8_residual(x)
   np.testing.assert_allclose(d.reshape(-1, 1), d_ref, rtol=2.5e-7)  # (max / 127 may round as max * (1 / 127): an ulp)
@@ -235,7 +235,7 @@ def test_quantize_q8_residual_matches_numpy():
   rec = d.reshape(-1, 1).astype(np.float64) * (hb + lb / 127)
   assert (np.abs(rec - x.reshape(-1, 32)) <= d.reshape(-1, 1) / 254 * 1.01 + 1e-12).all()
   assert not hb[5].any() and not lb[5].any()  # row 1, block 1
-  np.testing.assert_array_equal(s.reshape(-1, 2), (127 * hb + lb).reshape(-1, 2, 16).sum(-1))
+  np.testing.assert_array_equal(s.reshape(-1, 4), np.concatenate([v.reshape(-1, 2, 16).sum(-1) for v in (hb, lb)], axis=-1))
 
 def test_dot_matmul_only_with_native_dp4a(monkeypatch: pytest.MonkeyPatch):
   """Prefill takes the integer matmul only where int8_prefill is on and the renderer renders DP4A (caps.native_dp4a); lowered to

@@ -529,7 +529,7 @@ def _scaled(xb: Tensor, d: Tensor) -> Tensor:
 
 def quantize_q8_residual(x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
   """x (..., K) float32, K a multiple of 32 -> (q (..., K/32, 16) int32: per 32-element block 8 words of 4 int8 hi, then 8 of
-  lo; d (..., K/32, 1) float32; sums (..., K/32, 2) int32 of 127 * hi + lo over each block's elements 0..15 and 16..31), with
+  lo; d (..., K/32, 1) float32; sums (..., K/32, 4) int32: hi's over each block's elements 0..15 and 16..31, then lo's), with
   x = d * (hi + lo / 127) to within d / 254: hi = round(x / d) (d = max|x| / 127), lo = round(127 * (x / d - hi)) in -64..64,
   x's rounding error quantized again. One int8 level (llama.cpp's q8 x) rounds an element to 1/254 of its block's largest,
   which a block with an outlier (a norm weight's channel) makes most of the others' value: SmolLM2's logits then left
@@ -542,4 +542,4 @@ def quantize_q8_residual(x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
   hi = _rne(s)
   lo = _rne((s - hi.cast(dtypes.float32)) * 127.0)  # (hi is exact in float32)
   q = _byte_words(hi).cat(_byte_words(lo), dim=-1).contiguous()
-  return q, d, (_q8_part_sums(q[..., 0:8]) * 127 + _q8_part_sums(q[..., 8:16])).contiguous()
+  return q, d, _q8_part_sums(q.reshape(*q.shape[:-1], 2, 8)).reshape(*q.shape[:-1], 4).contiguous()

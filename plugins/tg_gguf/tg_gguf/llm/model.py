@@ -524,37 +524,44 @@ class Transformer:
     return dots.sum((-3, -2, -1))
 
   @staticmethod
-  def _dot_words(z: Dot, levels: tuple[Tensor, ...], offset_sums: Tensor | None, lead: int) -> Tensor:
-    """A Dot's int32 block sums against x's int8 levels (each (..., 8) words of the block z.index, `lead` axes before z's (rows,
-    blocks, 1)): a DP4A chain a level over the block's words (per part of 4 words where part scales apply), each weight word
-    unpacked once for all the levels, combined as 127 * hi + lo (exact in int32; one level: as it is), less offset * x's sums of
-    the part (offset_sums (..., 2) per 16 elements, the levels combined alike), then scaled by the part scales."""
+  def _dot_words(z: Dot, levels: tuple[Tensor, Tensor], level_sums: Tensor, lead: int, fold: bool) -> Tensor:
+    """A Dot's block sums (float32) against x's two int8 levels (each (..., 8) words of the block z.index, `lead` axes before z's
+    (rows, blocks, 1)): a DP4A chain a level over the block's words (per part of 4 words where part scales apply), each weight word
+    unpacked once for both levels, combined as 127 * hi + lo, less offset * x's sums of the part (level_sums (..., 4): hi's sums
+    of elements 0..15 and 16..31, then lo's), then scaled by the part scales. Exact: int32, or (no offset) float32 sums within
+    2**24. `fold`: the levels combined in int32, which codegen turns into one chain (the second level's accumulator starts at
+    127 * the first's: one register an output, what a matmul tile needs); else two independent chains (a matvec: the
+    dependency chain, not the registers, is what limits it), each started at its offset term, or summed in float32."""
     def w(t: Tensor) -> Tensor: return t.reshape(*([1] * lead), *t.shape)
-    # one chain over the 8 words where no part scale splits them: one accumulator a level (a matmul tile's registers)
+    def xs(level: int, lo_w: int, hi_w: int) -> Tensor:  # a level's sums of x over words lo_w..hi_w
+      v = [level_sums[..., 2 * level + p:2 * level + p + 1] for p in range(lo_w // 4, hi_w // 4)]
+      return v[0] + v[1] if len(v) == 2 else v[0]
+    # one chain over the 8 words where no part scale splits them
     spans = ((0, 8),) if z.scales is None else ((0, 4), (4, 8))
     parts = []
     for lo_w, hi_w in spans:
-      acc: list[Tensor | int] = [0] * len(levels)
+      acc: list[Tensor | int] = [0, 0] if fold or not z.offset else [xs(v, lo_w, hi_w) * -z.offset for v in (0, 1)]
       for k in range(lo_w, hi_w):  # x's bytes are in -127..127: b_in_range
         acc = [w(z.q[k]).dp4a(xl[..., k:k + 1], acc=a, b_in_range=True) for xl, a in zip(levels, acc)]
-      part = acc[0] * 127 + acc[1] if len(acc) == 2 else acc[0]
-      assert isinstance(part, Tensor)
-      if z.offset and offset_sums is not None:
-        xs = [offset_sums[..., p:p + 1] for p in range(lo_w // 4, hi_w // 4)]
-        part = part - (xs[0] + xs[1] if len(xs) == 2 else xs[0]) * z.offset
-      parts.append(part)
-    return parts[0] if z.scales is None else parts[0] * w(z.scales[0]) + parts[1] * w(z.scales[1])
+      hi, lo = acc
+      assert isinstance(hi, Tensor) and isinstance(lo, Tensor)
+      if fold and z.offset: parts.append(hi * 127 + lo - (xs(0, lo_w, hi_w) * 127 + xs(1, lo_w, hi_w)) * z.offset)
+      elif fold or z.offset: parts.append(hi * 127 + lo)  # (offset: each chain started at its own term, so none folds)
+      else: parts.append(hi.cast(dtypes.float32) * 127.0 + lo.cast(dtypes.float32))  # |127 q hi| * 32 < 2**24 for q <= 31
+    if z.scales is not None: return (parts[0] * w(z.scales[0]) + parts[1] * w(z.scales[1])).cast(dtypes.float32)
+    return parts[0].cast(dtypes.float32)
 
   @staticmethod
   def _x_levels(x: Tensor, dz: tuple[Dot, ...]) -> tuple[tuple[Tensor, Tensor], Tensor, Tensor, Tensor]:
     """x (T, K) quantized per 32-element block in two int8 levels (quantize_q8_residual, its own small kernels) for a matrix of
     Dot views `dz`: ((hi, lo) (T, units, unit, 8) int32 words, d / 127 and the sums of x (T, units, unit, 1): the quantized x's,
-    and 127 * hi + lo summed per 16 elements (T, units, unit, 2) int32, for the offsets)."""
+    and each level's sums per 16 elements (T, units, unit, 4) int32, for the offsets)."""
     nu, unit = dz[0].d.shape[1], dz[0].unit
     q, dx, sums = quantize_q8_residual(x)
     T = x.shape[0]
-    q, dx, sums = q.reshape(T, nu, unit, 16), dx.reshape(T, nu, unit, 1) * (1 / 127), sums.reshape(T, nu, unit, 2)
-    return (q[..., 0:8], q[..., 8:16]), dx, dx * (sums[..., 0:1] + sums[..., 1:2]).cast(dtypes.float32), sums
+    q, dx, sums = q.reshape(T, nu, unit, 16), dx.reshape(T, nu, unit, 1) * (1 / 127), sums.reshape(T, nu, unit, 4)
+    total = (sums[..., 0:1] + sums[..., 1:2]) * 127 + sums[..., 2:3] + sums[..., 3:4]
+    return (q[..., 0:8], q[..., 8:16]), dx, dx * total.cast(dtypes.float32), sums
 
   @staticmethod
   def dot_matvec(x: Tensor, dz: tuple[Dot, ...]) -> Tensor:
@@ -567,8 +574,8 @@ class Transformer:
     (hi, lo), dx, sx, offs = Transformer._x_levels(computed(x).reshape(1, x.shape[-1]), dz)
     out = []
     for z in dz:  # each 32-element block of a unit, summed elementwise: one reduce over the units
-      isum = Transformer._dot_words(z, (hi[0, :, z.index], lo[0, :, z.index]), offs[0, :, z.index], 0)
-      y = isum.cast(dtypes.float32) * (z.d * dx[0, :, z.index])
+      isum = Transformer._dot_words(z, (hi[0, :, z.index], lo[0, :, z.index]), offs[0, :, z.index], 0, False)
+      y = isum * (z.d * dx[0, :, z.index])
       out.append(y + z.min * sx[0, :, z.index] if z.min is not None else y)
     # one reduce over the units for all the blocks of a unit: a reduce per block read each vector of rows' bytes in as many passes,
     # each skipping the other blocks' lines (the prefetchers lost the stream: 16 interleaved rows ran at half the speed of 8)
@@ -591,8 +598,8 @@ class Transformer:
     out = []
     for z in dz:  # each block of a unit: its own reduce over the units, all in one kernel
       def tok(t: Tensor, i: int = z.index) -> Tensor: return t[:, :, i].unsqueeze(1)  # (T, 1, units, ...): broadcast over the rows
-      isum = Transformer._dot_words(z, (tok(hi), tok(lo)), tok(offs), 1)
-      y = isum.cast(dtypes.float32) * (z.d.reshape(1, *z.d.shape) * tok(dx))
+      isum = Transformer._dot_words(z, (tok(hi), tok(lo)), tok(offs), 1, True)
+      y = isum * (z.d.reshape(1, *z.d.shape) * tok(dx))
       out.append((y + z.min.reshape(1, *z.min.shape) * tok(sx) if z.min is not None else y).sum((-2, -1)))
     return functools.reduce(lambda a, b: a + b, out).reshape(*lead, rows)
 
