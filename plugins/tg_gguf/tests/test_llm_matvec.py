@@ -13,7 +13,7 @@ from tg_core.codegen.opt.heuristic import _row_lanes_reduce
 from tg_core.device import Device
 from tg_core.engine.realize import run_schedule
 from tg_gguf.ggml_types import BY_NAME
-from tg_gguf.quants import quantize_q8_residual
+from tg_gguf.quants import q8_level_sums, quantize_q8_residual
 from tg_gguf.llm.model import LANE_WORD, ROW_LANES, WIDE_MAX_ROWS, WIDE_ROW_LANES, Transformer, Weights, row_lanes, row_lanes_view
 from tg_gguf.reader import format_for
 
@@ -188,8 +188,7 @@ def test_row_lanes_follow_the_vector_width(monkeypatch: pytest.MonkeyPatch):
 @pytest.mark.parametrize("name,rows,cols,T", [("Q4_1", 48, 512, 5), ("Q4_1", 32, 576, 16), ("Q4_0", 32, 512, 8), ("Q8_0", 16, 640, 3)])
 def test_dot_matmul_matches_int8_reference(name: str, rows: int, cols: int, T: int):
   """Transformer.dot_matmul (prefill's integer matmul over word-interleaved rows, T tokens) is, per token and block,
-  d_w * d_x / 127 * sum(q_w * (127 hi + lo)) + m_w * d_x / 127 * sum(127 hi + lo) with each token's x quantized per block in
-  two int8 levels (the min against the quantized x's sum, as llama.cpp's q8_1): checked
+  d_w * d_x / 127 * sum(q_w * (127 hi + lo)) + m_w * sum(x) with each token's x quantized per block in two int8 levels: checked
   against that sum in float64 from the file's bytes and numpy's two-level quantization, and against gguf-py's dequantized
   matrix times the unquantized x, which two levels follow to ~1e-4 of the largest output (one level: 2e-2)."""
   raw = _blocks(name, rows, cols)
@@ -205,7 +204,7 @@ def test_dot_matmul_matches_int8_reference(name: str, rows: int, cols: int, T: i
   for t in range(T):
     d_x, hi, lo = _q8_residual(x[t])
     q_x = 127 * hi + lo
-    ref = (d_x.reshape(nb) / 127 * ((d_w[..., None] * q_w + m_w[..., None]) * q_x.reshape(1, nb, 32)).sum(-1)).sum(-1)
+    ref = (d_w * d_x.reshape(nb) / 127 * (q_w * q_x.reshape(1, nb, 32)).sum(-1) + m_w * x[t].reshape(nb, 32).astype(np.float64).sum(-1)).sum(-1)
     np.testing.assert_allclose(got[0, t], ref, rtol=1e-5, atol=1e-5 * float(np.abs(ref).max()))
   exact = x.astype(np.float64) @ gq.dequantize(raw, Q[name]).reshape(rows, cols).astype(np.float64).T
   np.testing.assert_allclose(got[0], exact, atol=1e-4 * float(np.abs(exact).max()))
@@ -225,8 +224,11 @@ def test_quantize_q8_residual_matches_numpy():
   to within d / 254; an outlier block, an all-zero block (d = 0: both levels 0), each level's sums per 16 elements."""
   x = np.random.default_rng(5).standard_normal((3, 128)).astype(np.float32)
   x[0, 3], x[1, 32:64], x[2, 70] = 300.0, 0, -1e-3
-  q, d, s = (t.numpy() for t in quantize_q8_residual(Tensor(x, device="CPU")))
-  assert q.shape == (3, 4, 16) and s.shape == (3, 4, 4)
+  qt, st = quantize_q8_residual(Tensor(x, device="CPU"))
+  q, stats, s = qt.numpy(), st.numpy(), q8_level_sums(qt).numpy()
+  d = stats[..., 0]
+  assert q.shape == (3, 4, 16) and stats.shape == (3, 4, 2) and s.shape == (3, 4, 4)
+  np.testing.assert_allclose(stats[..., 1].reshape(-1), x.reshape(-1, 32).astype(np.float64).sum(-1), rtol=1e-5, atol=1e-5)
   hb, lb = (np.ascontiguousarray(w).view(np.int8).reshape(-1, 32).astype(np.int64) for w in (q[..., 0:8], q[..., 8:16]))
   d_ref, hi_ref, lo_ref = _q8_residual(x)
   np.testing.assert_allclose(d.reshape(-1, 1), d_ref, rtol=2.5e-7)  # (max / 127 may round as max * (1 / 127): an ulp)
@@ -265,6 +267,17 @@ def test_dot_matmul_tile_leaves_room_for_its_sums():
   ups = [o for o in hand_coded_optimizations(ast, caps) if o.op is OptOps.UPCAST]
   assert ups and ups[0].arg <= caps.big_reduce_tile[0] // 2, ups
 
+def _mins(name: str, raw: np.ndarray) -> np.ndarray:
+  """(n_blocks, block_elems / 32) the min of each 32-element run of a block, decoded from the file's bytes: the part of each
+  value that the integer dot products take as min * sum(x) (Q8_0, Q6_K: none, their q's offset is taken off the integer sums)."""
+  half = lambda o: raw[:, o:o + 2].copy().view(np.float16).astype(np.float64)  # noqa: E731
+  if name in ("Q4_0", "Q4_1", "Q8_0"): return {"Q4_0": -8 * half(0), "Q4_1": half(2), "Q8_0": 0 * half(0)}[name]
+  if name == "Q5_0": return -16 * half(0)
+  if name == "Q4_K":  # ggml's get_scale_min_k4: the 6-bit mins of sub-blocks 0..3 in bytes 8..11, of 4..7 split over bytes 12..15 and 8..11
+    sc = raw[:, 4:16].astype(np.int64)
+    return -half(2) * np.concatenate([sc[:, 4:8] & 63, (sc[:, 8:12] >> 4) | ((sc[:, 4:8] >> 6) << 4)], axis=1)
+  return np.zeros((raw.shape[0], 8))
+
 @pytest.fixture(params=list(ISA_PATHS))
 def isa(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
   """The renderer's DP4A paths (ISA_PATHS: VNNI, AVX2 only: vpmaddubsw/vpmaddwd, portable IR) where the host has them."""
@@ -284,7 +297,7 @@ def test_dot_matvec_matches_int8_reference(name: str, rows: int, cols: int, lane
   """Transformer.dot_matvec (the decode step's integer matvec over word-interleaved rows; quants.DOT: nibbles, 5-bit q from qs
   and qh, 6-bit scales and mins, 16-element int8 scales, blocks off the word grid, q + 128 bytes) against numpy: gguf-py's
   dequantized matrix W times x's two-level int8 quantization done here (x = d * (hi + lo / 127)), per 32-element block
-  d_x / 127 * sum(W * (127 hi + lo)) in float64 (a format's min taken against the quantized x's sum, as llama.cpp's q8_1);
+  d_x / 127 * sum((W - min) * (127 hi + lo)) + min * sum(x) in float64 (min: what the format takes against the float sum of x);
   and against W times the unquantized x within what two levels allow (each element within d_x / 254). Rows
   interleaved by 8 and 16, rendered with the host's instructions, AVX2 only and portable IR; a block with an outlier (the
   residual stream's ~1000x channels), an all-zero block (d_x = 0)."""
@@ -298,9 +311,10 @@ def test_dot_matvec_matches_int8_reference(name: str, rows: int, cols: int, lane
   got = Transformer.dot_matvec(Tensor(x.reshape(1, 1, cols), device="CPU"), dz).numpy().reshape(rows)
   nb = cols // 32
   w = gq.dequantize(raw, Q[name]).reshape(rows, nb, 32).astype(np.float64)
+  m = _mins(name, raw).reshape(rows, nb, 1)
   d_x, hi, lo = _q8_residual(x)
   xb = x.reshape(1, nb, 32).astype(np.float64)
-  ref = (d_x.reshape(1, nb) / 127 * (w * (127 * hi + lo).reshape(1, nb, 32)).sum(-1)).sum(-1)
+  ref = (d_x.reshape(1, nb) / 127 * ((w - m) * (127 * hi + lo).reshape(1, nb, 32)).sum(-1) + (m * xb).sum(-1)).sum(-1)
   np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5 * float(np.abs(ref).max()))
   # each element of x within d_x / 254 of its two levels' value: the output within that times |W| (plus float rounding)
   exact = (w * xb).sum((-2, -1))

@@ -498,7 +498,7 @@ def dot_q6_k(w: Tensor) -> tuple[DotBlock, ...]:
   return tuple(out)
 
 # format -> o where its dot decode's words hold the unsigned bytes q + o (q the signed quant): a block's integer dot product is then
-# sum((q + o) * xq) - o * sum(xq) per part (16 elements, before a part scale), the second term the same for every row (quantize_q8_residual's sums).
+# sum((q + o) * xq) - o * sum(xq) per part (16 elements, before a part scale), the second term the same for every row (q8_level_sums).
 # Q8_0's words are uint32 (bytes 0..255: x86's vpdpbusd as it is), Q6_K's int32 (bytes 0..63: signed and unsigned alike)
 DOT_OFFSET = {"Q8_0": 128, "Q6_K": 32}
 
@@ -527,19 +527,21 @@ def _scaled(xb: Tensor, d: Tensor) -> Tensor:
   """x / d per block (0 where d is 0): what an int8 level rounds."""
   return xb * (d > 0).where(1.0 / d, 0.0)
 
-def quantize_q8_residual(x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+def quantize_q8_residual(x: Tensor) -> tuple[Tensor, Tensor]:
   """x (..., K) float32, K a multiple of 32 -> (q (..., K/32, 16) int32: per 32-element block 8 words of 4 int8 hi, then 8 of
-  lo; d (..., K/32, 1) float32; sums (..., K/32, 4) int32: hi's over each block's elements 0..15 and 16..31, then lo's), with
-  x = d * (hi + lo / 127) to within d / 254: hi = round(x / d) (d = max|x| / 127), lo = round(127 * (x / d - hi)) in -64..64,
-  x's rounding error quantized again. One int8 level (llama.cpp's q8 x) rounds an element to 1/254 of its block's largest,
-  which a block with an outlier (a norm weight's channel) makes most of the others' value: SmolLM2's logits then left
-  transformers' top 10; two levels keep ~15 bits of the block's range. The sums serve a format's min (min * d / 127 * the
-  block's sum: the quantized x's, as llama.cpp's q8_1 s) and its offset bytes (DOT_OFFSET, per 16 elements). Three small
-  kernels: d, both levels' words, the sums (d and a reduce in one kernel took a 32-step reduce an output, left scalar loops)."""
+  lo; stats (..., K/32, 2) float32: d and the block's sum of x), with x = d * (hi + lo / 127) to within d / 254: hi = round(x / d)
+  (d = max|x| / 127), lo = round(127 * (x / d - hi)) in -64..64, x's rounding error quantized again. One int8 level (llama.cpp's
+  q8 x) rounds an element to 1/254 of its block's largest, which a block with an outlier (a norm weight's channel) makes most of
+  the others' value: SmolLM2's logits then left transformers' top 10; two levels keep ~15 bits of the block's range. Two small
+  kernels (a decode step's matvecs are many and small: each kernel more cost it ~15 us): the stats, both levels' words."""
   xb = x.reshape(*x.shape[:-1], x.shape[-1] // 32, 32)
-  d = (xb.abs().max(-1, keepdim=True) / 127.0).contiguous()
-  s = _scaled(xb, d)
+  stats = (xb.abs().max(-1, keepdim=True) / 127.0).cat(xb.sum(-1, keepdim=True), dim=-1).contiguous()
+  s = _scaled(xb, stats[..., 0:1])
   hi = _rne(s)
   lo = _rne((s - hi.cast(dtypes.float32)) * 127.0)  # (hi is exact in float32)
-  q = _byte_words(hi).cat(_byte_words(lo), dim=-1).contiguous()
-  return q, d, _q8_part_sums(q.reshape(*q.shape[:-1], 2, 8)).reshape(*q.shape[:-1], 4).contiguous()
+  return _byte_words(hi).cat(_byte_words(lo), dim=-1).contiguous(), stats
+
+def q8_level_sums(q: Tensor) -> Tensor:
+  """quantize_q8_residual's words (..., 16) -> (..., 4) int32: hi's sums over each block's elements 0..15 and 16..31, then lo's
+  (what a format's offset bytes take off the integer sums, DOT_OFFSET): a small kernel, the same for every row."""
+  return _q8_part_sums(q.reshape(*q.shape[:-1], 2, 8)).reshape(*q.shape[:-1], 4)

@@ -23,7 +23,7 @@ from tg_core.uop import Ops
 from tg_core.uop.ops import UOp
 
 from tg_gguf.llm.api import LLMError
-from tg_gguf.quants import DOT, DOT_OFFSET, FACTORED, FACTORED_ORDER, quantize_q8_residual
+from tg_gguf.quants import DOT, DOT_OFFSET, FACTORED, FACTORED_ORDER, q8_level_sums, quantize_q8_residual
 from tg_gguf.reader import GGUFFile, PLAIN_DTYPES, dequantize_blocks
 
 V = TypeVar("V")
@@ -524,7 +524,7 @@ class Transformer:
     return dots.sum((-3, -2, -1))
 
   @staticmethod
-  def _dot_words(z: Dot, levels: tuple[Tensor, Tensor], level_sums: Tensor, lead: int, fold: bool) -> Tensor:
+  def _dot_words(z: Dot, levels: tuple[Tensor, Tensor], level_sums: Tensor | None, lead: int, fold: bool) -> Tensor:
     """A Dot's block sums (float32) against x's two int8 levels (each (..., 8) words of the block z.index, `lead` axes before z's
     (rows, blocks, 1)): a DP4A chain a level over the block's words (per part of 4 words where part scales apply), each weight word
     unpacked once for both levels, combined as 127 * hi + lo, less offset * x's sums of the part (level_sums (..., 4): hi's sums
@@ -534,6 +534,7 @@ class Transformer:
     dependency chain, not the registers, is what limits it), each started at its offset term, or summed in float32."""
     def w(t: Tensor) -> Tensor: return t.reshape(*([1] * lead), *t.shape)
     def xs(level: int, lo_w: int, hi_w: int) -> Tensor:  # a level's sums of x over words lo_w..hi_w
+      assert level_sums is not None, "a Dot with an offset needs x's level sums"
       v = [level_sums[..., 2 * level + p:2 * level + p + 1] for p in range(lo_w // 4, hi_w // 4)]
       return v[0] + v[1] if len(v) == 2 else v[0]
     # one chain over the 8 words where no part scale splits them
@@ -552,16 +553,16 @@ class Transformer:
     return parts[0].cast(dtypes.float32)
 
   @staticmethod
-  def _x_levels(x: Tensor, dz: tuple[Dot, ...]) -> tuple[tuple[Tensor, Tensor], Tensor, Tensor, Tensor]:
+  def _x_levels(x: Tensor, dz: tuple[Dot, ...]) -> tuple[tuple[Tensor, Tensor], Tensor, Tensor, Tensor | None]:
     """x (T, K) quantized per 32-element block in two int8 levels (quantize_q8_residual, its own small kernels) for a matrix of
-    Dot views `dz`: ((hi, lo) (T, units, unit, 8) int32 words, d / 127 and the sums of x (T, units, unit, 1): the quantized x's,
-    and each level's sums per 16 elements (T, units, unit, 4) int32, for the offsets)."""
+    Dot views `dz`: ((hi, lo) (T, units, unit, 8) int32 words, d / 127 and the sums of x (T, units, unit, 1), and, where a Dot
+    has an offset, each level's sums per 16 elements (T, units, unit, 4) int32 (q8_level_sums), else None)."""
     nu, unit = dz[0].d.shape[1], dz[0].unit
-    q, dx, sums = quantize_q8_residual(x)
+    q, stats = quantize_q8_residual(x)
     T = x.shape[0]
-    q, dx, sums = q.reshape(T, nu, unit, 16), dx.reshape(T, nu, unit, 1) * (1 / 127), sums.reshape(T, nu, unit, 4)
-    total = (sums[..., 0:1] + sums[..., 1:2]) * 127 + sums[..., 2:3] + sums[..., 3:4]
-    return (q[..., 0:8], q[..., 8:16]), dx, dx * total.cast(dtypes.float32), sums
+    sums = q8_level_sums(q).contiguous().reshape(T, nu, unit, 4) if any(z.offset for z in dz) else None
+    q, stats = q.reshape(T, nu, unit, 16), stats.reshape(T, nu, unit, 2)
+    return (q[..., 0:8], q[..., 8:16]), stats[..., 0:1] * (1 / 127), stats[..., 1:2], sums
 
   @staticmethod
   def dot_matvec(x: Tensor, dz: tuple[Dot, ...]) -> Tensor:
@@ -574,7 +575,7 @@ class Transformer:
     (hi, lo), dx, sx, offs = Transformer._x_levels(computed(x).reshape(1, x.shape[-1]), dz)
     out = []
     for z in dz:  # each 32-element block of a unit, summed elementwise: one reduce over the units
-      isum = Transformer._dot_words(z, (hi[0, :, z.index], lo[0, :, z.index]), offs[0, :, z.index], 0, False)
+      isum = Transformer._dot_words(z, (hi[0, :, z.index], lo[0, :, z.index]), offs[0, :, z.index] if offs is not None else None, 0, False)
       y = isum * (z.d * dx[0, :, z.index])
       out.append(y + z.min * sx[0, :, z.index] if z.min is not None else y)
     # one reduce over the units for all the blocks of a unit: a reduce per block read each vector of rows' bytes in as many passes,
@@ -598,7 +599,7 @@ class Transformer:
     out = []
     for z in dz:  # each block of a unit: its own reduce over the units, all in one kernel
       def tok(t: Tensor, i: int = z.index) -> Tensor: return t[:, :, i].unsqueeze(1)  # (T, 1, units, ...): broadcast over the rows
-      isum = Transformer._dot_words(z, (tok(hi), tok(lo)), tok(offs), 1, True)
+      isum = Transformer._dot_words(z, (tok(hi), tok(lo)), tok(offs) if offs is not None else None, 1, True)
       y = isum * (z.d.reshape(1, *z.d.shape) * tok(dx))
       out.append((y + z.min.reshape(1, *z.min.shape) * tok(sx) if z.min is not None else y).sum((-2, -1)))
     return functools.reduce(lambda a, b: a + b, out).reshape(*lead, rows)
