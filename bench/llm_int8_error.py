@@ -61,7 +61,8 @@ def main() -> None:
         stats = {k: [top10_err(g, r) for g, r in zip(v[1:], ref[1:n])] for k, v in got.items()}
         line = f"{name:8s} {prompt[:24]!r:28s} decode steps {n - 1}: max|int8-float| {diff:.3f}"
         for k, s in stats.items():
-          line += f" | {k}: rel max {max(e for e, _, _ in s):.2e} mean {np.mean([e for e, _, _ in s]):.2e} top1 {sum(a for _, a, _ in s)} top10 {sum(b for _, _, b in s)}"
+          errs = [e for e, _, _ in s]
+          line += f" | {k}: rel max {max(errs):.2e} mean {np.mean(errs):.2e} top1 {sum(a for _, a, _ in s)} top10 {sum(b for _, _, b in s)}"
         print(line, flush=True)
 
 if __name__ == "__main__": main()
