@@ -1,8 +1,9 @@
 """The decode step's quantized matvecs (bench/quant_matvec.py's shapes) under variants of the CPU code, compared in one process:
 rows interleaved by 8 or 16 (tg_gguf.llm.model.row_lanes), and the x86 instruction sets the renderer may use (avx2: AVX2 only,
-vnni: AVX-512 F/VL/VNNI too, where the host has them). Each variant's TinyJit-captured kernels (x's quantization included for the
+vnni: AVX-512 F/VL/VNNI too, where the host has them), and for the integer-dot formats the float matvec (a ":float" suffix, as --float
+does for all the variants). Each variant's TinyJit-captured kernels (x's quantization included for the
 integer-dot formats) are called alternately, each timed by this thread's CPU time, best of --runs: robust on a shared machine.
-Run with one thread: NUM_CPU_THREADS=1 DEV=CPU .venv/bin/python bench/quant_matvec_ab.py [--only Q4_1,...] [--variants 8:avx2,8:vnni,16:vnni]"""
+Run with one thread: NUM_CPU_THREADS=1 DEV=CPU .venv/bin/python bench/quant_matvec_ab.py [--only Q4_1,...] [--variants 8:avx2,8:vnni,16:vnni,16:vnni:float]"""
 from __future__ import annotations
 import argparse
 import os
@@ -61,24 +62,25 @@ def main() -> None:
   ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   ap.add_argument("--runs", type=int, default=200)
   ap.add_argument("--only", default="", help="comma-separated formats (default: all)")
-  ap.add_argument("--variants", default="8:avx2,8:vnni,16:vnni", help="lanes:isa, comma-separated (isa: avx2 or vnni)")
+  ap.add_argument("--variants", default="8:avx2,8:vnni,16:vnni", help="lanes:isa[:float], comma-separated (isa: avx2 or vnni; "
+                  ":float: the float matvec)")
   ap.add_argument("--copies", type=int, default=1, help="this many copies of each matrix, run in turn (more than the L3 "
                   "holds: the weights come from memory, as in a decode step over a whole model)")
   ap.add_argument("--float", action="store_true", help="the float matvec (factored/dequantized) for the integer-dot formats too")
   args = ap.parse_args()
-  variants = [(int(v.split(":")[0]), v.split(":")[1]) for v in args.variants.split(",")]
+  variants = [(int(v.split(":")[0]), v.split(":")[1], v.endswith(":float")) for v in args.variants.split(",")]
   print(f"{cpu_model()}, NUM_CPU_THREADS={os.environ['NUM_CPU_THREADS']}, thread CPU time, best of {args.runs} alternated, load {os.getloadavg()[0]:.1f}")
-  print(f"{'format':6s} {'rows x cols':>13s} " + " ".join(f"{f'{ln}:{isa} us':>13s}" for ln, isa in variants) + "  what")
+  print(f"{'format':6s} {'rows x cols':>13s} " + " ".join(f"{v + ' us':>16s}" for v in args.variants.split(",")) + "  what")
   only = set(args.only.split(",")) if args.only else None
   for fmt, rows, cols, what in SHAPES:
     if only and fmt not in only: continue
-    caps = [setup(fmt, rows, cols, ln, isa, not args.float, args.copies) for ln, isa in variants]
+    caps = [setup(fmt, rows, cols, ln, isa, not (args.float or fl), args.copies) for ln, isa, fl in variants]
     best = [float("inf")] * len(caps)
     for _ in range(args.runs):
       for i, cap in enumerate(caps):
         st = time.thread_time()
         for runner, bufs, vals in cap: runner(bufs, vals, wait=True)
         best[i] = min(best[i], time.thread_time() - st)
-    print(f"{fmt:6s} {f'{rows}x{cols}':>13s} " + " ".join(f"{b * 1e6:13.1f}" for b in best) + f"  {what}", flush=True)
+    print(f"{fmt:6s} {f'{rows}x{cols}':>13s} " + " ".join(f"{b * 1e6:16.1f}" for b in best) + f"  {what}", flush=True)
 
 if __name__ == "__main__": main()

@@ -13,8 +13,8 @@ from tg_core.codegen.opt.heuristic import _row_lanes_reduce
 from tg_core.device import Device
 from tg_core.engine.realize import run_schedule
 from tg_gguf.ggml_types import BY_NAME
-from tg_gguf.quants import quantize_q8_residual
-from tg_gguf.llm.model import ROW_LANES, WIDE_MAX_ROWS, WIDE_ROW_LANES, Transformer, Weights, row_lanes, row_lanes_view
+from tg_gguf.quants import q8_level_sums, quantize_q8_residual
+from tg_gguf.llm.model import LANE_WORD, ROW_LANES, WIDE_MAX_ROWS, WIDE_ROW_LANES, Transformer, Weights, row_lanes, row_lanes_view
 from tg_gguf.reader import format_for
 
 gguf = pytest.importorskip("gguf")
@@ -60,18 +60,20 @@ def test_interleave_keeps_the_blocks():
   t = Weights._interleave(Tensor(raw, device="CPU").realize(), 16)
   np.testing.assert_array_equal(t.numpy(), raw)
 
-def test_weights_read_from_the_file_into_the_lanes(tmp_path):
+@pytest.mark.parametrize("name", ["Q5_K", "Q4_K"])
+def test_weights_read_from_the_file_into_the_lanes(tmp_path, name: str):
   """Weights reads each quantized matrix from the file straight into its ROW_LANES layout (a fused group's members' rows
   concatenated, the reads crossing its staging slabs and the members' ends): viewed back, every member is its stored blocks,
-  and the buffer is what the kernel interleave makes of them."""
+  and the buffer is what the kernel interleave (byte-interleaved Q5_K) or the numpy one (word-interleaved Q4_K, LANE_WORD)
+  makes of them."""
   from gguf import GGUFWriter
   from tg_gguf.reader import GGUFFile
-  cols = 256 * 64  # Q4_K rows of 9216 bytes: a slab holds 56 rows, the 136 rows of the q/k/v group take three
+  cols = 256 * 64  # rows of 9216 (Q4_K) or 11264 (Q5_K) bytes: a slab holds 56 or 40 rows, the 136 rows of the q/k/v group take 3 or 4
   shapes = {"blk.0.attn_q.weight": 64, "blk.0.attn_k.weight": 32, "blk.0.attn_v.weight": 40, "blk.0.ffn_down.weight": 12}
-  raws = {n: _blocks("Q4_K", r, cols) for n, r in shapes.items()}
+  raws = {n: _blocks(name, r, cols) for n, r in shapes.items()}
   w = GGUFWriter(tmp_path / "m.gguf", "llama")
   w.add_block_count(1)
-  for n, raw in raws.items(): w.add_tensor(n, raw.reshape(shapes[n], -1), raw_dtype=Q.Q4_K)
+  for n, raw in raws.items(): w.add_tensor(n, raw.reshape(shapes[n], -1), raw_dtype=Q[name])
   w.write_header_to_file()
   w.write_kv_data_to_file()
   w.write_tensors_to_file()
@@ -80,8 +82,11 @@ def test_weights_read_from_the_file_into_the_lanes(tmp_path):
   assert list(ws.fused) == ["blk.0.attn_q.weight"] and ws.fused["blk.0.attn_q.weight"][0] == tuple(list(shapes)[:3])
   for n, raw in raws.items(): np.testing.assert_array_equal(ws.packed[n].numpy(), raw, err_msg=n)
   group = np.concatenate([raws[n] for n in list(shapes)[:3]])
-  lanes = Weights._interleave(Tensor(group, device="CPU").realize(), 136)
-  np.testing.assert_array_equal(_base_bytes(ws.packed["blk.0.attn_q.weight"]), _base_bytes(lanes))
+  if name in LANE_WORD:
+    np.testing.assert_array_equal(ws._lanes["blk.0.attn_q.weight"].numpy(), Weights._interleave_words(group, 136, "CPU").numpy())
+  else:
+    lanes = Weights._interleave(Tensor(group, device="CPU").realize(), 136)
+    np.testing.assert_array_equal(_base_bytes(ws.packed["blk.0.attn_q.weight"]), _base_bytes(lanes))
 
 def _base_bytes(t: Tensor) -> np.ndarray:
   from tg_core.engine.realize import buffer_of
@@ -123,12 +128,6 @@ def test_factored_decode_is_the_dequantized_value(name: str):
   if name == "Q6_K": np.testing.assert_allclose(got, want, rtol=2.5e-7, atol=0)
   else: np.testing.assert_array_equal(got, want)
 
-def _q8_blocks(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-  """numpy's int8 quantization of x per 32-element block (llama.cpp's q8_1 for x): d = max|x| / 127, q = round(x / d)."""
-  xb = x.reshape(-1, 32).astype(np.float64)
-  d = np.abs(xb).max(-1, keepdims=True) / 127
-  return d, np.round(xb / np.where(d > 0, d, 1)).astype(np.int64)
-
 def _q_d_m(name: str, raw: np.ndarray, rows: int, nb: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
   """(q (rows, nb, 32) int, d, min (rows, nb) float64) of a 32-block format from the file's bytes: value = d * q + min."""
   half = lambda o: raw[:, o:o + 2].copy().view(np.float16).astype(np.float64).reshape(rows, nb)  # noqa: E731
@@ -137,28 +136,6 @@ def _q_d_m(name: str, raw: np.ndarray, rows: int, nb: int) -> tuple[np.ndarray, 
   q = np.concatenate([qs & 15, qs >> 4], axis=-1)
   return q, half(0), half(2) if name == "Q4_1" else -8 * half(0)
 
-@pytest.mark.parametrize("lanes_by", [ROW_LANES, WIDE_ROW_LANES])
-@pytest.mark.parametrize("name,rows,cols", [("Q4_1", 48, 512), ("Q4_1", 16, 1536), ("Q4_0", 32, 512), ("Q8_0", 32, 512), ("Q8_0", 16, 640)])
-def test_dot_matvec_matches_int8_reference(name: str, rows: int, cols: int, lanes_by: int):
-  """Transformer.dot_matvec (the decode step's integer matvec over word-interleaved rows) is, per block, d_w * d_x * sum(q_w * q_x)
-  + m_w * sum(x) with x's int8 quantization: checked against that sum in float64 from the file's bytes, and against gguf-py's
-  dequantized matrix times the unquantized x within what x's int8 rounding allows. Q4_0 and Q8_0 blocks come in pairs, the
-  first one's quants 2 bytes off the word grid. Rows interleaved by 8 and by 16 (row_lanes: AVX2 and AVX-512 hosts)."""
-  raw = _blocks(name, rows, cols)
-  fmt = format_for(BY_NAME[name].id)
-  dz = Weights._dot(Weights._interleave_words(raw, rows, "CPU", lanes_by), fmt, rows, cols)
-  assert dz is not None
-  x = np.random.default_rng(3).standard_normal(cols).astype(np.float32)
-  x[32:64] = 0  # an all-zero block: d_x = 0
-  got = Transformer.dot_matvec(Tensor(x.reshape(1, 1, cols), device="CPU"), dz).numpy().reshape(rows)
-  nb = cols // 32
-  q_w, d_w, m_w = _q_d_m(name, raw, rows, nb)
-  d_x, q_x = _q8_blocks(x)
-  ref = (d_w * d_x.reshape(nb) * (q_w * q_x.reshape(1, nb, 32)).sum(-1) + m_w * x.reshape(nb, 32).astype(np.float64).sum(-1)).sum(-1)
-  np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5 * float(np.abs(ref).max()))
-  exact = gq.dequantize(raw, Q[name]).reshape(rows, cols).astype(np.float64) @ x.astype(np.float64)
-  np.testing.assert_allclose(got, exact, atol=2e-2 * float(np.abs(exact).max()))
-
 # the renderer's x86 paths for DP4A: (flags set, the others off), as bench/quant_matvec_ab.py switches them
 ISA_PATHS = {"vnni": ("avx2", "avx512", "avx512vnni", "avx512vl"), "avx2": ("avx2",), "portable": ()}
 
@@ -166,9 +143,9 @@ ISA_PATHS = {"vnni": ("avx2", "avx512", "avx512vnni", "avx512vl"), "avx2": ("avx
 @pytest.mark.parametrize("lanes_by", [ROW_LANES, WIDE_ROW_LANES])
 def test_q8_0_dot_matvec_extremes_on_every_path(path: str, lanes_by: int, monkeypatch: pytest.MonkeyPatch):
   """Q8_0's integer matvec takes its quants as unsigned bytes q + 128 (quants.DOT_OFFSET: one vpdpbusd a word, no sign handling)
-  and subtracts 128 * the sum of x's int8 values per block: exact against the signed products in int64 for quants of -128, -127
-  and 127 against x's -127 and 127, on each DP4A path the renderer has (VNNI, AVX2's split bytes, portable IR) where the host
-  has it. Several units of blocks, so that the sums over units run in one reduce with both blocks of a unit."""
+  and subtracts 128 * the sum of x's int8 values per block (both levels): exact against the signed products in int64 for quants
+  of -128, -127 and 127 against x's -127 and 127 (numpy's two-level quantization), on each DP4A path the renderer has (VNNI,
+  AVX2's split bytes, portable IR) where the host has it. Several units of blocks, so that the sums over units run in one reduce with both blocks of a unit."""
   from tg_core.engine import realize
   r = Device["CPU"].renderer
   have = {"avx2": r.avx2, "avx512": r.avx512, "avx512vnni": r.avx512vnni, "avx512vl": r.avx512vl}  # the x86 renderer's declared flags
@@ -186,8 +163,8 @@ def test_q8_0_dot_matvec_extremes_on_every_path(path: str, lanes_by: int, monkey
   got = Transformer.dot_matvec(Tensor(x.reshape(1, 1, cols), device="CPU"), dz).numpy().reshape(rows)
   nb = cols // 32
   q_w, d_w, _ = _q_d_m("Q8_0", raw, rows, nb)
-  d_x, q_x = _q8_blocks(x)
-  ref = (d_w * d_x.reshape(nb) * (q_w * q_x.reshape(1, nb, 32)).sum(-1)).sum(-1)
+  d_x, hi, lo = _q8_residual(x)
+  ref = (d_w * d_x.reshape(nb) / 127 * (q_w * (127 * hi + lo).reshape(1, nb, 32)).sum(-1)).sum(-1)
   np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5 * float(np.abs(ref).max()))
 
 def test_word_interleaved_lanes_keep_the_blocks():
@@ -244,11 +221,15 @@ def _q8_residual(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 def test_quantize_q8_residual_matches_numpy():
   """quantize_q8_residual's two levels against numpy's: hi = round(x / d) in -127..127, lo in -64..64, x = d * (hi + lo / 127)
-  to within d / 254; an outlier block, an all-zero block (d = 0: both levels 0), the block sums."""
+  to within d / 254; an outlier block, an all-zero block (d = 0: both levels 0), each level's sums per 16 elements."""
   x = np.random.default_rng(5).standard_normal((3, 128)).astype(np.float32)
   x[0, 3], x[1, 32:64], x[2, 70] = 300.0, 0, -1e-3
-  hi, lo, d, s = (t.numpy() for t in quantize_q8_residual(Tensor(x, device="CPU")))
-  hb, lb = (w.view(np.int8).reshape(-1, 32).astype(np.int64) for w in (hi, lo))
+  qt, st = quantize_q8_residual(Tensor(x, device="CPU"))
+  q, stats, s = qt.numpy(), st.numpy(), q8_level_sums(qt).numpy()
+  d = stats[..., 0]
+  assert q.shape == (3, 4, 16) and stats.shape == (3, 4, 2) and s.shape == (3, 4, 4)
+  np.testing.assert_allclose(stats[..., 1].reshape(-1), x.reshape(-1, 32).astype(np.float64).sum(-1), rtol=1e-5, atol=1e-5)
+  hb, lb = (np.ascontiguousarray(w).view(np.int8).reshape(-1, 32).astype(np.int64) for w in (q[..., 0:8], q[..., 8:16]))
   d_ref, hi_ref, lo_ref = _q8_residual(x)
   np.testing.assert_allclose(d.reshape(-1, 1), d_ref, rtol=2.5e-7)  # (max / 127 may round as max * (1 / 127): an ulp)
   np.testing.assert_array_equal(hb, hi_ref)
@@ -256,7 +237,7 @@ def test_quantize_q8_residual_matches_numpy():
   rec = d.reshape(-1, 1).astype(np.float64) * (hb + lb / 127)
   assert (np.abs(rec - x.reshape(-1, 32)) <= d.reshape(-1, 1) / 254 * 1.01 + 1e-12).all()
   assert not hb[5].any() and not lb[5].any()  # row 1, block 1
-  np.testing.assert_allclose(s.reshape(-1), x.reshape(-1, 32).astype(np.float64).sum(-1), rtol=1e-5, atol=1e-5)
+  np.testing.assert_array_equal(s.reshape(-1, 4), np.concatenate([v.reshape(-1, 2, 16).sum(-1) for v in (hb, lb)], axis=-1))
 
 def test_dot_matmul_only_with_native_dp4a(monkeypatch: pytest.MonkeyPatch):
   """Prefill takes the integer matmul only where int8_prefill is on and the renderer renders DP4A (caps.native_dp4a); lowered to
@@ -285,3 +266,64 @@ def test_dot_matmul_tile_leaves_room_for_its_sums():
   ast = [si for si in y.schedule() if si.ast.op.name == "SINK"][-1].ast
   ups = [o for o in hand_coded_optimizations(ast, caps) if o.op is OptOps.UPCAST]
   assert ups and ups[0].arg <= caps.big_reduce_tile[0] // 2, ups
+
+def _mins(name: str, raw: np.ndarray) -> np.ndarray:
+  """(n_blocks, block_elems / 32) the min of each 32-element run of a block, decoded from the file's bytes: the part of each
+  value that the integer dot products take as min * sum(x) (Q8_0, Q6_K: none, their q's offset is taken off the integer sums)."""
+  half = lambda o: raw[:, o:o + 2].copy().view(np.float16).astype(np.float64)  # noqa: E731
+  if name in ("Q4_0", "Q4_1", "Q8_0"): return {"Q4_0": -8 * half(0), "Q4_1": half(2), "Q8_0": 0 * half(0)}[name]
+  if name == "Q5_0": return -16 * half(0)
+  if name == "Q4_K":  # ggml's get_scale_min_k4: the 6-bit mins of sub-blocks 0..3 in bytes 8..11, of 4..7 split over bytes 12..15 and 8..11
+    sc = raw[:, 4:16].astype(np.int64)
+    return -half(2) * np.concatenate([sc[:, 4:8] & 63, (sc[:, 8:12] >> 4) | ((sc[:, 4:8] >> 6) << 4)], axis=1)
+  return np.zeros((raw.shape[0], 8))
+
+@pytest.fixture(params=list(ISA_PATHS))
+def isa(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+  """The renderer's DP4A paths (ISA_PATHS: VNNI, AVX2 only: vpmaddubsw/vpmaddwd, portable IR) where the host has them."""
+  from tg_core.engine import realize
+  r = Device["CPU"].renderer
+  have = {"avx2": r.avx2, "avx512": r.avx512, "avx512vnni": r.avx512vnni, "avx512vl": r.avx512vl}  # the x86 renderer's declared flags
+  if not all(have[f] for f in ISA_PATHS[request.param]): pytest.skip(f"the host has no {request.param}")
+  for f in ISA_PATHS["vnni"]: monkeypatch.setattr(r, f, f in ISA_PATHS[request.param])
+  monkeypatch.setattr(realize, "_runner_cache", {})  # keyed on the renderer's caps, not on these flags
+  return request.param
+
+@pytest.mark.parametrize("lanes_by", [ROW_LANES, WIDE_ROW_LANES])
+@pytest.mark.parametrize("name,rows,cols", [("Q4_1", 48, 512), ("Q4_1", 16, 1536), ("Q4_0", 32, 512), ("Q8_0", 32, 512), ("Q8_0", 16, 640),
+                                            ("Q5_0", 32, 640), ("Q5_0", 32, 1024), ("Q4_K", 32, 512), ("Q4_K", 32, 1024),
+                                            ("Q6_K", 32, 512), ("Q6_K", 32, 1024)])
+def test_dot_matvec_matches_int8_reference(name: str, rows: int, cols: int, lanes_by: int, isa: str):
+  """Transformer.dot_matvec (the decode step's integer matvec over word-interleaved rows; quants.DOT: nibbles, 5-bit q from qs
+  and qh, 6-bit scales and mins, 16-element int8 scales, blocks off the word grid, q + 128 bytes) against numpy: gguf-py's
+  dequantized matrix W times x's two-level int8 quantization done here (x = d * (hi + lo / 127)), per 32-element block
+  d_x / 127 * sum((W - min) * (127 hi + lo)) + min * sum(x) in float64 (min: what the format takes against the float sum of x);
+  and against W times the unquantized x within what two levels allow (each element within d_x / 254). Rows
+  interleaved by 8 and 16, rendered with the host's instructions, AVX2 only and portable IR; a block with an outlier (the
+  residual stream's ~1000x channels), an all-zero block (d_x = 0)."""
+  raw = _blocks(name, rows, cols)
+  fmt = format_for(BY_NAME[name].id)
+  dz = Weights._dot(Weights._interleave_words(raw, rows, "CPU", lanes_by), fmt, rows, cols)
+  assert dz is not None
+  x = np.random.default_rng(3).standard_normal(cols).astype(np.float32)
+  x[32:64] = 0
+  x[70] = 1000.0
+  got = Transformer.dot_matvec(Tensor(x.reshape(1, 1, cols), device="CPU"), dz).numpy().reshape(rows)
+  nb = cols // 32
+  w = gq.dequantize(raw, Q[name]).reshape(rows, nb, 32).astype(np.float64)
+  m = _mins(name, raw).reshape(rows, nb, 1)
+  d_x, hi, lo = _q8_residual(x)
+  xb = x.reshape(1, nb, 32).astype(np.float64)
+  ref = (d_x.reshape(1, nb) / 127 * ((w - m) * (127 * hi + lo).reshape(1, nb, 32)).sum(-1) + (m * xb).sum(-1)).sum(-1)
+  np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5 * float(np.abs(ref).max()))
+  # each element of x within d_x / 254 of its two levels' value: the output within that times |W| (plus float rounding)
+  exact = (w * xb).sum((-2, -1))
+  bound = (d_x.reshape(1, nb) / 254 * np.abs(w).sum(-1)).sum(-1)
+  assert (np.abs(got - exact) <= 1.01 * bound + 1e-5 * float(np.abs(exact).max())).all(), np.abs(got - exact) / bound
+
+def test_kquant_word_lanes_keep_the_blocks():
+  """Q5_0, Q4_K and Q6_K lanes buffers (word-interleaved, LANE_WORD), viewed back as bytes, are the stored blocks."""
+  for name, by in itertools.product(("Q5_0", "Q4_K", "Q6_K"), (ROW_LANES, WIDE_ROW_LANES)):
+    raw = _blocks(name, 16, 1024)
+    lanes = Weights._interleave_words(raw, 16, "CPU", by)
+    np.testing.assert_array_equal(row_lanes_view(lanes, BY_NAME[name].block_bytes).numpy(), raw, err_msg=f"{name} by {by}")

@@ -9,6 +9,7 @@ Bit-exactness: every float op is done in the order gguf-py (and ggml's reference
 scales are decoded from their bits with integer ops (so no device's half conversion is relied on)."""
 from __future__ import annotations
 import functools
+from collections.abc import Callable
 
 from tg_core import Tensor, dtypes
 from tg_core.dtype import DType
@@ -388,44 +389,61 @@ FACTORED_ORDER: dict[str, tuple[tuple[int, ...], tuple[int, ...]]] = {"Q5_0": ((
 
 # the formats whose factored matvec measured faster than the dequantized one (same process, alternated): Q4_0/Q4_1/Q8_0 with
 # the sums of x; Q5_0 and Q6_K reordered (FACTORED_ORDER) so their bits unpack with immediate shifts, no sums of x. Q4_K factored
-# gained less alone than the kernel its sums of x add, so it keeps the dequantized form. (The decode step reads Q4_0/Q4_1/Q8_0
-# through DOT below where the renderer has integer dot products.)
+# gained less alone than the kernel its sums of x add, so it keeps the dequantized form. (The decode step reads these and Q4_K
+# through DOT below: Transformer's int8_dot, the default.)
 FACTORED = {"Q4_0": factored_q4_0, "Q4_1": factored_q4_1, "Q8_0": factored_q8_0, "Q5_0": factored_q5_0, "Q6_K": factored_q6_k}
 
-# *** integer dot products (Tensor.dp4a): the decode step's matvec against x quantized to int8 per 32-element block ***
-# A block's dot product is then one int32 sum of byte products (4 per DP4A op) scaled once: d_w * d_x * isum (+ m_w * sum(x)),
-# as llama.cpp's q8_1 dot products do. Each takes a format's blocks as int32 words, a unit of whole blocks that is a whole number
-# of words (n, unit words): the words must hold 4 consecutive elements of one row (tg_gguf.llm.model.LANE_WORD). It returns, for
-# each block of the unit, (d (n, 1), parts, min (n, 1) or None): parts are (n, 4) int32 words of 4 signed bytes, part i the
-# block's elements 16i..16i+15, with d * q + min == dequantize_<type>. (Parts rather than one (n, 8): each is its own unrolled
-# reduce, so the nibble shifts are immediates and no loop runs over the halves.) Q4_0 and Q8_0 blocks (18, 34 bytes) come in
-# pairs: the first block's quants start 2 bytes into a word, and are realigned with a funnel shift of two words.
-DotBlock = tuple[Tensor, tuple[Tensor, ...], Tensor | None]
+# *** integer dot products (Tensor.dp4a): the matvecs and matmuls against x quantized to int8 per 32-element block ***
+# A block's dot product is then int32 sums of byte products (4 per DP4A op) scaled once: d_w * d_x * isum (+ m_w * sum(x)), as
+# llama.cpp's q8_1 dot products do (tg's x takes two int8 levels: Transformer.dot_matvec, dot_matmul). Each takes a format's
+# blocks as int32 words, a unit of whole blocks that is a whole number of words (n, unit words): the words must hold 4
+# consecutive elements of one row (tg_gguf.llm.model.LANE_WORD). It returns, for each 32-element block of the unit (a k-quant
+# super-block is 8 of them), a DotBlock (d (n, 1), words, min (n, 1) or None, scales): words are its 8 (n, 1) words of 4 bytes,
+# word k its elements 4k..4k+3: int32 signed bytes q, or the bytes q + o (DOT_OFFSET), with d * q + min == dequantize_<type>
+# (or, with part scales (two (n, 1) int32: Q6_K's 16-element sub-blocks), d * scale_p * q + min for words 4p..4p+3). (Each word
+# its own (n, 1) tensor, made with immediate shifts: a matvec's dot products are then straight-line code in its loop over the
+# units, where a reduce over a part's words was a loop of its own.) A block not on the word grid (Q4_0, Q5_0, Q8_0 and Q6_K
+# blocks come in pairs, the second or first one 2 bytes off it) is realigned with a funnel shift of two words.
+DotBlock = tuple[Tensor, tuple[Tensor, ...], Tensor | None, tuple[Tensor, Tensor] | None]
 
 def _lo16(w: Tensor) -> Tensor: return w & 0xFFFF
 def _hi16(w: Tensor) -> Tensor: return (w >> 16) & 0xFFFF
 
-def _funnel16(w: Tensor, start: int, n: int) -> Tensor:
-  """(N, n) words of the bytes 2 bytes into the n + 1 words at `start`: the high half of each word, then the low half of the next."""
-  return _hi16(w[:, start:start + n]) | (w[:, start + 1:start + n + 1] << 16)
+def _word(w: Tensor, byte: int) -> Tensor:
+  """(N, 1) the 4 bytes at `byte` (a multiple of 2) of the unit's words: a word, or the high half of one and the low of the next."""
+  i = byte // 4
+  return w[:, i:i + 1] if byte % 4 == 0 else _hi16(w[:, i:i + 1]) | (w[:, i + 1:i + 2] << 16)
 
-def _nibble_parts(qs: Tensor) -> tuple[Tensor, Tensor]: return qs & 0x0F0F0F0F, (qs >> 4) & 0x0F0F0F0F
+def _f16_at(w: Tensor, byte: int, conv: Callable[[Tensor], Tensor] | None = None) -> Tensor:
+  """The fp16 at `byte` (a multiple of 2) as float32 (N, 1), by `conv` (default _f16_bits_to_f32)."""
+  return (conv or _f16_bits_to_f32)((_lo16 if byte % 4 == 0 else _hi16)(w[:, byte // 4:byte // 4 + 1]))
+
+def _byte_at(w: Tensor, byte: int, signed: bool = False) -> Tensor:
+  """The byte at `byte` as int32 (N, 1): unsigned, or sign-extended (moved to the top, shifted back arithmetically)."""
+  v, s = w[:, byte // 4:byte // 4 + 1], 8 * (byte % 4)
+  return (v << (24 - s)) >> 24 if signed else (v >> s) & 255
+
+def _words(w: Tensor, byte: int, n: int) -> tuple[Tensor, ...]: return tuple(_word(w, byte + 4 * k) for k in range(n))
+
+def _lo_nibbles(v: Tensor) -> Tensor: return v & 0x0F0F0F0F
+def _hi_nibbles(v: Tensor) -> Tensor: return (v >> 4) & 0x0F0F0F0F
+
+def _nibble_block(qs: tuple[Tensor, ...]) -> tuple[Tensor, ...]:
+  """A 32-element block's 8 words from its 4 words of nibble bytes: the low nibbles are elements 0..15, the high ones 16..31."""
+  return tuple(_lo_nibbles(v) for v in qs) + tuple(_hi_nibbles(v) for v in qs)
 
 def dot_q4_1(w: Tensor) -> tuple[DotBlock, ...]:
-  # word 0: the fp16 scale and min; words 1..4: the 16 nibble bytes (low nibbles are elements 0..15, high ones 16..31)
-  return ((_f16_bits_to_f32(_lo16(w[:, 0:1])), _nibble_parts(w[:, 1:5]), _f16_bits_to_f32(_hi16(w[:, 0:1]))),)
+  # word 0: the fp16 scale and min; words 1..4: the 16 nibble bytes
+  return ((_f16_at(w, 0), _nibble_block(_words(w, 4, 4)), _f16_at(w, 2), None),)
 
 def dot_q4_0(w: Tensor) -> tuple[DotBlock, ...]:
-  # a pair of blocks in 9 words: d0 | qs0[0:2] << 16, qs0[2:14], qs0[14:16] | d1 << 16, qs1 (4 words); q - 8: min = -8 * d
-  d0, d1 = _f16_bits_to_f32(_lo16(w[:, 0:1])), _f16_bits_to_f32(_hi16(w[:, 4:5]))
-  return (d0, _nibble_parts(_funnel16(w, 0, 4)), d0 * -8.0), (d1, _nibble_parts(w[:, 5:9]), d1 * -8.0)
+  # a pair of blocks in 9 words (18 bytes each: d, 16 nibble bytes); q - 8: min = -8 * d
+  return tuple((d := _f16_at(w, o), _nibble_block(_words(w, o + 2, 4)), d * -8.0, None) for o in (0, 18))
 
 def dot_q8_0(w: Tensor) -> tuple[DotBlock, ...]:
-  # a pair of blocks in 17 words: d0 | qs0[0:2] << 16, qs0[2:30], qs0[30:32] | d1 << 16, qs1 (8 words). The signed quants are
-  # given as unsigned bytes q + 128 (the top bit flipped, uint32 words: DOT_OFFSET), which a dp4a takes as they are (vpdpbusd,
-  # no sign handling per word); the dot product then subtracts 128 * the sum of x's int8 values, once per block for all rows
-  q0, q1 = (_offset_bytes(q) for q in (_funnel16(w, 0, 8), w[:, 9:17]))
-  return (_f16_to_f32(_lo16(w[:, 0:1])), (q0[:, 0:4], q0[:, 4:8]), None), (_f16_to_f32(_hi16(w[:, 8:9])), (q1[:, 0:4], q1[:, 4:8]), None)
+  # a pair of blocks in 17 words (34 bytes each: d, 32 int8). The signed quants are given as unsigned bytes q + 128 (the top bit
+  # flipped, uint32 words: DOT_OFFSET), which a dp4a takes as they are (vpdpbusd, no sign handling per word)
+  return tuple((_f16_at(w, o, _f16_to_f32), tuple(_offset_bytes(v) for v in _words(w, o + 2, 8)), None, None) for o in (0, 34))
 
 def _f16_to_f32(h: Tensor) -> Tensor:
   """float32 values of fp16 bit patterns (int32 in 0..65535) through the float16 dtype: one conversion instruction where the
@@ -436,16 +454,61 @@ def _offset_bytes(q: Tensor) -> Tensor:
   """int32 words of 4 int8 -> uint32 words of those bytes + 128 (0..255)."""
   return q.bitcast(dtypes.uint32) ^ 0x80808080
 
-# format -> (blocks in a unit, its dot decode)
-DOT = {"Q4_0": (2, dot_q4_0), "Q4_1": (1, dot_q4_1), "Q8_0": (2, dot_q8_0)}
-# format -> o where its dot decode's parts are uint32 words of unsigned bytes q + o (q the signed quant): a block's integer dot
-# product is then sum((q + o) * xq) - o * sum(xq), the second term one per block of x for every row (q8_block_sums)
-DOT_OFFSET = {"Q8_0": 128}
+def _spread_bits(qh: Tensor, at: int) -> Tensor:
+  """Bits at..at+3 of qh (N, 1) as bit 4 of the 4 bytes of a word (0x10 per set bit): one multiply spreads the 4 bits (copies
+  shifted by 4 + 7j, j = 0..3, never overlap, so no carries), a mask keeps bit j of copy j."""
+  return ((qh >> at) & 15) * 0x02040810 & 0x10101010
 
-def q8_block_sums(words: Tensor) -> Tensor:
-  """x's int8 quantization words (..., 8) int32 (quantize_q8_blocks) -> (..., 1) int32: the sum of each block's 32 values."""
+def dot_q5_0(w: Tensor) -> tuple[DotBlock, ...]:
+  # a pair of blocks in 11 words (22 bytes each: d, the 32 5th bits qh, 16 nibble bytes). Unsigned q = nibble | 5th bit << 4 in
+  # 0..31, the - 16 its min: element 4k + b of a block is byte b of word k, its 5th bit bit 4k + b of qh
+  out = []
+  for o in (0, 22):
+    d, qh, qs = _f16_at(w, o), _word(w, o + 2), _nibble_block(_words(w, o + 6, 4))
+    out.append((d, tuple(v | _spread_bits(qh, 4 * k) for k, v in enumerate(qs)), d * -16.0, None))
+  return tuple(out)
+
+def dot_q4_k(w: Tensor) -> tuple[DotBlock, ...]:
+  # one super-block in 36 words: d, dmin (fp16), 12 bytes of 6-bit scales and mins, 128 nibble bytes. Sub-block s (32 elements) is
+  # the low (s even) or high nibbles of bytes 32 (s // 2)..+31: value d * sc_s * q - dmin * m_s
+  d, dmin = _f16_at(w, 0), _f16_at(w, 2)
+  out = []
+  for s in range(8):
+    if s < 4: sc, mn = _byte_at(w, 4 + s) & 63, _byte_at(w, 8 + s) & 63
+    else:
+      md = _byte_at(w, 12 + s - 4)
+      sc, mn = (md & 15) | ((_byte_at(w, s) >> 2) & 48), (md >> 4) | ((_byte_at(w, 4 + s) >> 2) & 48)
+    nib = _lo_nibbles if s % 2 == 0 else _hi_nibbles
+    out.append((d * _f32(sc), tuple(nib(v) for v in _words(w, 16 + 32 * (s // 2), 8)), -(dmin * _f32(mn)), None))
+  return tuple(out)
+
+def dot_q6_k(w: Tensor) -> tuple[DotBlock, ...]:
+  # a pair of super-blocks in 105 words (210 bytes each: ql 128 bytes of low nibbles, qh 64 bytes of 2 high bits, 16 int8 scales,
+  # d). Per half h (128 elements) and l in 0..31: element 128h + 32j + l is nibble j // 2 of ql byte 64h + 32 (j % 2) + l with
+  # bits 2j, 2j+1 of qh byte 32h + l above it, scaled by sc[8h + 2j + l // 16]. Unsigned q in 0..63: the - 32 is DOT_OFFSET's
+  out = []
+  for o in (0, 210):
+    d = _f16_at(w, o + 208)
+    for h, j in ((h, j) for h in range(2) for j in range(4)):
+      ql, qh = _words(w, o + 64 * h + 32 * (j % 2), 8), _words(w, o + 128 + 32 * h, 8)
+      nib = _lo_nibbles if j < 2 else _hi_nibbles
+      high = [(v << (4 - 2 * j) if j < 2 else v >> (2 * j - 4)) & 0x30303030 for v in qh]
+      sc = (_byte_at(w, o + 192 + 8 * h + 2 * j, signed=True), _byte_at(w, o + 192 + 8 * h + 2 * j + 1, signed=True))
+      out.append((d, tuple(nib(a) | b for a, b in zip(ql, high)), None, sc))
+  return tuple(out)
+
+# format -> o where its dot decode's words hold the unsigned bytes q + o (q the signed quant): a block's integer dot product is then
+# sum((q + o) * xq) - o * sum(xq) per part (16 elements, before a part scale), the second term the same for every row (q8_level_sums).
+# Q8_0's words are uint32 (bytes 0..255: x86's vpdpbusd as it is), Q6_K's int32 (bytes 0..63: signed and unsigned alike)
+DOT_OFFSET = {"Q8_0": 128, "Q6_K": 32}
+
+# format -> (format blocks in a unit, its dot decode)
+DOT = {"Q4_0": (2, dot_q4_0), "Q4_1": (1, dot_q4_1), "Q8_0": (2, dot_q8_0), "Q5_0": (2, dot_q5_0), "Q4_K": (1, dot_q4_k), "Q6_K": (2, dot_q6_k)}
+
+def _q8_part_sums(words: Tensor) -> Tensor:
+  """int8 words (..., 8) int32 -> (..., 2) int32: the sums of each block's values 0..15 and 16..31 (DP4A against bytes of 1)."""
   ones = Tensor.full(words.shape, 0x01010101, dtype=dtypes.uint32, device=words.device)
-  return ones.dp4a(words).sum(-1, keepdim=True, dtype=dtypes.int32)
+  return ones.dp4a(words, b_in_range=True).reshape(*words.shape[:-1], 2, 4).sum(-1, dtype=dtypes.int32)
 
 # round to nearest even by adding 1.5 * 2**23 (|v| <= 2**22: the sum's low mantissa bits are then the rounded integer): two ops
 # where round() and a float->int cast were ~20 (the cast guards out-of-range values)
@@ -464,29 +527,21 @@ def _scaled(xb: Tensor, d: Tensor) -> Tensor:
   """x / d per block (0 where d is 0): what an int8 level rounds."""
   return xb * (d > 0).where(1.0 / d, 0.0)
 
-def _q8_words(xb: Tensor, d: Tensor) -> Tensor:
-  """x's 32-element blocks xb (..., 32) with their d (..., 1) -> (..., 8) int32 words of 4 int8 q = round(x / d) (0 where d is 0)."""
-  return _byte_words(_rne(_scaled(xb, d)))
-
-def quantize_q8_residual(x: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-  """x (..., K) float32, K a multiple of 32 -> (hi, lo (..., K/32, 8) int32 words of 4 int8 each, d (..., K/32, 1), the blocks'
-  sums (..., K/32, 1)) with x = d * (hi + lo / 127) to within d / 254: hi = round(x / d) (d = max|x| / 127, as
-  quantize_q8_blocks), lo = round(127 * (x / d - hi)) in -64..64, x's rounding error quantized again. One int8 level rounds an
-  element to 1/254 of its block's largest, which a block with an outlier (a norm weight's channel) makes most of the others'
-  value: SmolLM2's prefill logits then left transformers' top 10; two levels keep ~15 bits of the block's range. Each
-  realized by its own kernel (d and the sums in one (..., 2) kernel took two 32-step reduces an output, left scalar loops)."""
-  xb = x.reshape(*x.shape[:-1], x.shape[-1] // 32, 32)
-  d = (xb.abs().max(-1, keepdim=True) / 127.0).contiguous()
-  s = _scaled(xb, d)
-  hi = _rne(s)
-  lo = _rne((s - hi.cast(dtypes.float32)) * 127.0)  # (hi is exact in float32)
-  return _byte_words(hi).contiguous(), _byte_words(lo).contiguous(), d, xb.sum(-1, keepdim=True).contiguous()
-
-def quantize_q8_blocks(x: Tensor) -> tuple[Tensor, Tensor]:
-  """x (..., K) float32, K a multiple of 32 -> (q (..., K/32, 8) int32: per block 8 words of 4 int8 q = round(x / d) in -127..127
-  in element order, stats (..., K/32, 2) float32: d = max|x| / 127 and the block's sum of x), each realized by its own small
-  kernel. (One kernel writing both as (K/32, 10) redid the block's max and sum for each of its 10 outputs, and the norm fused
-  into x with them: SmolLM2's decode step, thread clock, ~58 us a matvec vs ~13 us a small kernel.) q is 0 where d is 0."""
+def quantize_q8_residual(x: Tensor) -> tuple[Tensor, Tensor]:
+  """x (..., K) float32, K a multiple of 32 -> (q (..., K/32, 16) int32: per 32-element block 8 words of 4 int8 hi, then 8 of
+  lo; stats (..., K/32, 2) float32: d and the block's sum of x), with x = d * (hi + lo / 127) to within d / 254: hi = round(x / d)
+  (d = max|x| / 127), lo = round(127 * (x / d - hi)) in -64..64, x's rounding error quantized again. One int8 level (llama.cpp's
+  q8 x) rounds an element to 1/254 of its block's largest, which a block with an outlier (a norm weight's channel) makes most of
+  the others' value: SmolLM2's logits then left transformers' top 10; two levels keep ~15 bits of the block's range. Two small
+  kernels (a decode step's matvecs are many and small: each kernel more cost it ~15 us): the stats, both levels' words."""
   xb = x.reshape(*x.shape[:-1], x.shape[-1] // 32, 32)
   stats = (xb.abs().max(-1, keepdim=True) / 127.0).cat(xb.sum(-1, keepdim=True), dim=-1).contiguous()
-  return _q8_words(xb, stats[..., 0:1]).contiguous(), stats
+  s = _scaled(xb, stats[..., 0:1])
+  hi = _rne(s)
+  lo = _rne((s - hi.cast(dtypes.float32)) * 127.0)  # (hi is exact in float32)
+  return _byte_words(hi).cat(_byte_words(lo), dim=-1).contiguous(), stats
+
+def q8_level_sums(q: Tensor) -> Tensor:
+  """quantize_q8_residual's words (..., 16) -> (..., 4) int32: hi's sums over each block's elements 0..15 and 16..31, then lo's
+  (what a format's offset bytes take off the integer sums, DOT_OFFSET): a small kernel, the same for every row."""
+  return _q8_part_sums(q.reshape(*q.shape[:-1], 2, 8)).reshape(*q.shape[:-1], 4)

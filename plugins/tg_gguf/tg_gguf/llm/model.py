@@ -23,7 +23,7 @@ from tg_core.uop import Ops
 from tg_core.uop.ops import UOp
 
 from tg_gguf.llm.api import LLMError
-from tg_gguf.quants import DOT, DOT_OFFSET, FACTORED, FACTORED_ORDER, q8_block_sums, quantize_q8_blocks, quantize_q8_residual
+from tg_gguf.quants import DOT, DOT_OFFSET, FACTORED, FACTORED_ORDER, q8_level_sums, quantize_q8_residual
 from tg_gguf.reader import GGUFFile, PLAIN_DTYPES, dequantize_blocks
 
 V = TypeVar("V")
@@ -111,7 +111,7 @@ ATTN_BLOCK = 16
 
 # formats whose rows are interleaved by words of this many bytes rather than by bytes: each int32 lane then holds 4 consecutive
 # elements of one row, what an integer dot product step (Tensor.dp4a, quants.DOT) multiplies with 4 int8 elements of x
-LANE_WORD = {"Q4_0": 4, "Q4_1": 4, "Q8_0": 4}  # (4 only: the lanes buffer is then int32)
+LANE_WORD = {"Q4_0": 4, "Q4_1": 4, "Q8_0": 4, "Q5_0": 4, "Q4_K": 4, "Q6_K": 4}  # (4 only: the lanes buffer is then int32)
 
 def row_lanes_view(lanes: Tensor, block_bytes: int) -> Tensor:
   """The row-lanes layout: a matrix of `rows` rows of `row_bytes` bytes each, interleaved by L rows (row_lanes: ROW_LANES or
@@ -154,20 +154,22 @@ class Factored:
 
 @dataclass(frozen=True)
 class Dot:
-  """Blocks `index`, `index + unit`, ... of each row of a quantized matrix, for integer dot products (quants.DOT): scale d, min
-  (rows, those blocks, 1) float32 (min None: 0), parts q (rows, those blocks, 4) int32 words of 4 signed bytes (part i: a block's
-  elements 16i..), views of the word-interleaved packed blocks (LANE_WORD). `offset` o > 0: the parts are uint32 words of the
-  unsigned bytes q + o (quants.DOT_OFFSET). A matrix is a tuple of them, one per block of a unit."""
+  """The 32-element blocks `index`, `index + unit`, ... of each row of a quantized matrix, for integer dot products (quants.DOT):
+  scale d, min (rows, those blocks, 1) float32 (min None: 0), q: the blocks' 8 words (rows, those blocks, 1) of 4 bytes (word k:
+  elements 4k..4k+3), scales: None, or two (rows, those blocks, 1) int32 integer scales of words 0..3 and 4..7; views of the
+  word-interleaved packed blocks (LANE_WORD). `offset` o > 0: the words hold the unsigned bytes q + o (quants.DOT_OFFSET; uint32
+  words where o is 128). A matrix is a tuple of them, one per 32-element block of a unit (`unit` of them)."""
   d: Tensor
   q: tuple[Tensor, ...]
   min: Tensor | None
+  scales: tuple[Tensor, ...] | None
   unit: int
   index: int
   offset: int = 0
 
   def rows(self, start: int, stop: int) -> Dot:
-    return Dot(self.d[start:stop], tuple(p[start:stop] for p in self.q), self.min[start:stop] if self.min is not None else None, self.unit,
-               self.index, self.offset)
+    return Dot(self.d[start:stop], tuple(p[start:stop] for p in self.q), self.min[start:stop] if self.min is not None else None,
+               tuple(s[start:stop] for s in self.scales) if self.scales is not None else None, self.unit, self.index, self.offset)
 
 class LazyViews(Mapping[str, V]):
   """name -> a view of the realized packed blocks, built by `make` at each lookup. The views' UOp graphs (a dequantize is ~70
@@ -285,8 +287,11 @@ class Weights:
     if not views: return ()
     unit, f = DOT[fmt.name]
     nu = cols // fmt.block_elems // unit
-    return tuple(Dot(d.reshape(rows, nu, 1), tuple(p.reshape(rows, nu, 4) for p in q), mn.reshape(rows, nu, 1) if mn is not None else None, unit, i,
-                     DOT_OFFSET.get(fmt.name, 0)) for i, (d, q, mn) in enumerate(f(row_lane_words(lanes, unit * fmt.block_bytes))))
+    blocks = f(row_lane_words(lanes, unit * fmt.block_bytes))
+    def v(t: Tensor | None) -> Tensor | None: return None if t is None else t.reshape(rows, nu, 1)
+    return tuple(Dot(v(d), tuple(v(p) for p in q), v(mn), tuple(v(s) for s in sc) if sc is not None else None, len(blocks), i,
+                     DOT_OFFSET.get(fmt.name, 0))
+                 for i, (d, q, mn, sc) in enumerate(blocks))
 
   @staticmethod
   def _interleave_words(blocks: np.ndarray, rows: int, device: str, lanes_by: int | None = None) -> Tensor:
@@ -417,8 +422,9 @@ def apply_rope(x: Tensor, cos: Tensor, sin: Tensor, interleaved: bool) -> Tensor
 class Transformer:
   """forward(tokens embedded, start_pos) -> logits of one position. `max_context` sizes the KV cache and the RoPE tables; `kv_dtype`
   is the cache's storage (float16 as llama.cpp's default: half the memory; the attention computes in float32). `int8_dot`: the
-  decode step's matvecs over a DOT format (Q4_0, Q4_1, Q8_0) quantize x to int8 per block and take integer dot products, as
-  llama.cpp does (False: float x, the products exact to float32 rounding, what a reference comparison at float precision needs).
+  decode step's matvecs over a DOT format (Q4_0, Q4_1, Q5_0, Q8_0, Q4_K, Q6_K) quantize x per block in two int8
+  levels (dot_matvec) and take integer dot products, as llama.cpp does with one
+  (False: float x, the products exact to float32 rounding, what a reference comparison at float precision needs).
   `int8_prefill`: a prefill's matmuls over a DOT format take integer dot products too (dot_matmul: x in two int8 levels, where
   the renderer has native DP4A), ~2x the float32 matmul on decoded weights. Off by default: in a block that holds an outlier
   channel (SmolLM2's residual stream has ~1000x ones) the small elements keep a few percent precision, which moved SmolLM2's KV cache
@@ -518,60 +524,84 @@ class Transformer:
     return dots.sum((-3, -2, -1))
 
   @staticmethod
+  def _dot_words(z: Dot, levels: tuple[Tensor, Tensor], level_sums: Tensor | None, lead: int, fold: bool) -> Tensor:
+    """A Dot's block sums (float32) against x's two int8 levels (each (..., 8) words of the block z.index, `lead` axes before z's
+    (rows, blocks, 1)): a DP4A chain a level over the block's words (per part of 4 words where part scales apply), each weight word
+    unpacked once for both levels, combined as 127 * hi + lo, less offset * x's sums of the part (level_sums (..., 4): hi's sums
+    of elements 0..15 and 16..31, then lo's), then scaled by the part scales. Exact: int32, or (no offset) float32 sums within
+    2**24. `fold`: the levels combined in int32, which codegen turns into one chain (the second level's accumulator starts at
+    127 * the first's: one register an output, what a matmul tile needs); else two independent chains (a matvec: the
+    dependency chain, not the registers, is what limits it), each started at its offset term, or summed in float32."""
+    def w(t: Tensor) -> Tensor: return t.reshape(*([1] * lead), *t.shape)
+    def xs(level: int, lo_w: int, hi_w: int) -> Tensor:  # a level's sums of x over words lo_w..hi_w
+      assert level_sums is not None, "a Dot with an offset needs x's level sums"
+      v = [level_sums[..., 2 * level + p:2 * level + p + 1] for p in range(lo_w // 4, hi_w // 4)]
+      return v[0] + v[1] if len(v) == 2 else v[0]
+    # one chain over the 8 words where no part scale splits them
+    spans = ((0, 8),) if z.scales is None else ((0, 4), (4, 8))
+    parts = []
+    for lo_w, hi_w in spans:
+      acc: list[Tensor | int] = [0, 0] if fold or not z.offset else [xs(v, lo_w, hi_w) * -z.offset for v in (0, 1)]
+      for k in range(lo_w, hi_w):  # x's bytes are in -127..127: b_in_range
+        acc = [w(z.q[k]).dp4a(xl[..., k:k + 1], acc=a, b_in_range=True) for xl, a in zip(levels, acc)]
+      hi, lo = acc
+      assert isinstance(hi, Tensor) and isinstance(lo, Tensor)
+      if fold and z.offset: parts.append(hi * 127 + lo - (xs(0, lo_w, hi_w) * 127 + xs(1, lo_w, hi_w)) * z.offset)
+      elif fold or z.offset: parts.append(hi * 127 + lo)  # (offset: each chain started at its own term, so none folds)
+      else: parts.append(hi.cast(dtypes.float32) * 127.0 + lo.cast(dtypes.float32))  # |127 q hi| * 32 < 2**24 for q <= 31
+    if z.scales is not None: return (parts[0] * w(z.scales[0]) + parts[1] * w(z.scales[1])).cast(dtypes.float32)
+    return parts[0].cast(dtypes.float32)
+
+  @staticmethod
+  def _x_levels(x: Tensor, dz: tuple[Dot, ...]) -> tuple[tuple[Tensor, Tensor], Tensor, Tensor, Tensor | None]:
+    """x (T, K) quantized per 32-element block in two int8 levels (quantize_q8_residual, its own small kernels) for a matrix of
+    Dot views `dz`: ((hi, lo) (T, units, unit, 8) int32 words, d / 127 and the sums of x (T, units, unit, 1), and, where a Dot
+    has an offset, each level's sums per 16 elements (T, units, unit, 4) int32 (q8_level_sums), else None)."""
+    nu, unit = dz[0].d.shape[1], dz[0].unit
+    q, stats = quantize_q8_residual(x)
+    T = x.shape[0]
+    sums = q8_level_sums(q).contiguous().reshape(T, nu, unit, 4) if any(z.offset for z in dz) else None
+    q, stats = q.reshape(T, nu, unit, 16), stats.reshape(T, nu, unit, 2)
+    return (q[..., 0:8], q[..., 8:16]), stats[..., 0:1] * (1 / 127), stats[..., 1:2], sums
+
+  @staticmethod
   def dot_matvec(x: Tensor, dz: tuple[Dot, ...]) -> Tensor:
-    """x @ W.T for one token with integer dot products: x quantized to int8 per 32-element block (quantize_q8_blocks, its own
-    two small kernels), then per block of each row the int32 sum of byte products (Tensor.dp4a, 4 a step) scaled once by d_w * d_x,
-    plus the block's min times the sum of x. The products are exact; x's quantization is what llama.cpp's CPU matvecs do too."""
-    rows, nu, unit = dz[0].d.shape[0], dz[0].d.shape[1], dz[0].unit
-    xq, stats = quantize_q8_blocks(x.reshape(nu * unit * 32))
-    xq, stats = xq.reshape(nu, unit, 8), stats.reshape(nu, unit, 2)
-    # offset parts (Dot.offset): the sums of x's int8 values, a small kernel of their own (in the matvec's kernel they were
-    # redone for every vector of rows)
-    xs = q8_block_sums(xq).contiguous() if any(z.offset for z in dz) else None
+    """x @ W.T for one token with integer dot products: x quantized per 32-element block in two int8 levels, x = d * (hi + lo / 127)
+    (_x_levels), then per block of each row two int32 sums of byte products (Tensor.dp4a, 4 a step; each weight word unpacked
+    once for both), combined as 127 * hi + lo and scaled once by d_w * d_x / 127, plus the block's min times the sum of x. (One
+    level, llama.cpp's q8 x, rounds each element to 1/254 of its block's largest: SmolLM2's residual stream has ~1000x outlier
+    channels, so a block holding one lost most of its other elements, and the decode logits moved ~1 off the float path's.)"""
+    rows = dz[0].d.shape[0]
+    (hi, lo), dx, sx, offs = Transformer._x_levels(computed(x).reshape(1, x.shape[-1]), dz)
     out = []
-    for z in dz:  # each block of a unit, summed over the units in one reduce with the others
-      xz, sz = xq[:, z.index], stats[:, z.index]
-      isum = functools.reduce(lambda a, b: a + b, [p.dp4a(xz[:, 4 * i:4 * i + 4]).sum(-1, keepdim=True, dtype=dtypes.int32) for i, p in enumerate(z.q)])
-      if z.offset and xs is not None: isum = isum - xs[:, z.index] * z.offset
-      y = isum.cast(dtypes.float32) * (z.d * sz[:, 0:1])
-      out.append(y + z.min * sz[:, 1:2] if z.min is not None else y)
+    for z in dz:  # each 32-element block of a unit, summed elementwise: one reduce over the units
+      isum = Transformer._dot_words(z, (hi[0, :, z.index], lo[0, :, z.index]), offs[0, :, z.index] if offs is not None else None, 0, False)
+      y = isum * (z.d * dx[0, :, z.index])
+      out.append(y + z.min * sx[0, :, z.index] if z.min is not None else y)
     # one reduce over the units for all the blocks of a unit: a reduce per block read each vector of rows' bytes in as many passes,
     # each skipping the other blocks' lines (the prefetchers lost the stream: 16 interleaved rows ran at half the speed of 8)
     return functools.reduce(lambda a, b: a + b, out).sum((-2, -1)).reshape(*x.shape[:-1], rows)
 
   @staticmethod
   def dot_matmul(x: Tensor, dz: tuple[Dot, ...]) -> Tensor:
-    """x (..., T, K) @ W.T for T > 1 tokens with integer dot products: x quantized per 32-element block in two int8 levels,
-    x = d * (hi + lo / 127) (quantize_q8_residual, its own small kernels), then one kernel of two int32 sums of byte products
-    (Tensor.dp4a) per block of each (token, row), combined as 127 * sum(q_w * hi) + sum(q_w * lo) (exact in int32) and scaled once
-    by d_w * d_x / 127, plus the block's min times the sum of x, summed over the blocks. It reads W's packed word-interleaved
-    blocks (no decoded copy): the heuristic tiles it as a matmul, a vector of rows (the interleaved lanes) by several tokens, so
-    each weight word is unpacked once for the tile's tokens and each x word broadcast once for its rows. (One level, as
-    llama.cpp's q8 x and dot_matvec, had twice the speed but moved SmolLM2's prefill logits ~2% off transformers'.)"""
-    rows, nu, unit = dz[0].d.shape[0], dz[0].d.shape[1], dz[0].unit
+    """x (..., T, K) @ W.T for T > 1 tokens with integer dot products: x quantized per 32-element block in two int8 levels, as
+    dot_matvec, then one kernel of two int32 sums of byte products per block of each (token, row), combined as 127 * hi + lo
+    (exact in int32) and scaled once by d_w * d_x / 127, plus the block's min times the sum of x, summed over the blocks. It
+    reads W's packed word-interleaved blocks (no decoded copy): the heuristic tiles it as a matmul, a vector of rows (the
+    interleaved lanes) by several tokens, so each weight word is unpacked once for the tile's tokens and each x word broadcast
+    once for its rows. (One level, as llama.cpp's q8 x, had twice the speed but moved SmolLM2's prefill logits ~2% off
+    transformers'.)"""
+    rows = dz[0].d.shape[0]
     lead, K = x.shape[:-1], x.shape[-1]
     T = math.prod(lead)
-    # x computed once: a norm fused into the quantization's two kernels is redone for each of their outputs
-    hi, lo, dx, sx = quantize_q8_residual(computed(x).reshape(T, K))
-    hi, lo = hi.reshape(T, 1, nu, unit, 8), lo.reshape(T, 1, nu, unit, 8)
-    dx, sx = dx.reshape(T, 1, nu, unit, 1) * (1 / 127), sx.reshape(T, 1, nu, unit, 1)
-    # offset parts (Dot.offset): each level's block sums of its int8 values, subtracted offset times
-    level_sums = [q8_block_sums(v).contiguous() if any(z.offset for z in dz) else None for v in (hi, lo)]
+    # x computed once: a norm fused into the quantization's kernels is redone for each of their outputs
+    (hi, lo), dx, sx, offs = Transformer._x_levels(computed(x).reshape(T, K), dz)
     out = []
     for z in dz:  # each block of a unit: its own reduce over the units, all in one kernel
-      dz_x, sz_x = dx[:, :, :, z.index], sx[:, :, :, z.index]
-      # the parts chained through the op's accumulator, one reduce a level: a tile's int32 sums then take one register per output
-      # vector and level where a reduce per part held a set for each (and spilled). (x's bytes are in -127..127: b_in_range)
-      sums = []
-      for xq, xs in zip((hi, lo), level_sums):
-        step: Tensor | int = 0
-        for i, p in enumerate(z.q): step = p.reshape(1, rows, nu, 4).dp4a(xq[:, :, :, z.index, 4 * i:4 * i + 4], acc=step, b_in_range=True)
-        assert isinstance(step, Tensor)
-        level = step.sum(-1, keepdim=True, dtype=dtypes.int32)
-        sums.append(level - xs[:, :, :, z.index] * z.offset if z.offset and xs is not None else level)
-      isum = sums[0] * 127 + sums[1]
-      y = isum.cast(dtypes.float32) * (z.d.reshape(1, rows, nu, 1) * dz_x)
-      out.append((y + z.min.reshape(1, rows, nu, 1) * sz_x if z.min is not None else y).sum((-2, -1)))
+      def tok(t: Tensor, i: int = z.index) -> Tensor: return t[:, :, i].unsqueeze(1)  # (T, 1, units, ...): broadcast over the rows
+      isum = Transformer._dot_words(z, (tok(hi), tok(lo)), tok(offs) if offs is not None else None, 1, True)
+      y = isum * (z.d.reshape(1, *z.d.shape) * tok(dx))
+      out.append((y + z.min.reshape(1, *z.min.shape) * tok(sx) if z.min is not None else y).sum((-2, -1)))
     return functools.reduce(lambda a, b: a + b, out).reshape(*lead, rows)
 
   def _dot_prefill(self, x: Tensor, dz: tuple[Dot, ...] | None) -> bool:
