@@ -115,7 +115,9 @@ class GGUFLLM:
     # size (a view of the chunk's rows has the chunk's shape: the head captured for one size refused the other's)
     return (out if last is None else out.contiguous()).realize()
 
-  def _head(self, row: Tensor) -> Tensor: return self.model.head(row).realize()
+  # a prompt's logits with float x in the output matrix's matvec: x quantized to one int8 level per block (the decode step's
+  # int8_dot) was most of their distance from transformers' (SmolLM2's residual row has outlier channels), for one matvec a prompt
+  def _head(self, row: Tensor) -> Tensor: return self.model.head(row, int8_dot=False).realize()
 
   def schedule(self, n: int) -> list[tuple[int, int]]:
     """(offset, size) of the chunks that prefill n tokens: PREFILL_LONG_CHUNK while more than PREFILL_LONG_CHUNK - PREFILL_CHUNK

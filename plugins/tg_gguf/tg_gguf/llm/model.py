@@ -456,13 +456,13 @@ class Transformer:
     x = dequantize_blocks(rows.reshape(-1, rows.shape[-1]), self.embd.info.format).reshape(1, T, self.cfg.dim)
     return x * self.cfg.embed_scale if self.cfg.embed_scale != 1.0 else x
 
-  def linear(self, x: Tensor, name: str) -> Tensor:
+  def linear(self, x: Tensor, name: str, int8_dot: bool | None = None) -> Tensor:
     """x @ W.T (+ bias). A quantized W is one reduce over (blocks, scale groups, group elems): the kernel's inner loop runs over
     the elements of one scale group, so their scales (fp16 bits decoded with integer ops) are loop-invariant there and hoisted, not
     redone per element (17x faster on a Q4_1 matvec than one flat reduce), and the sums over groups and blocks stay in the same
     kernel (half the time of a second kernel for them, Q4_1 1536x576)."""
     dz = self.w.dot.get(name)
-    if self.int8_dot and dz is not None and x.shape[-2] == 1: y = self.dot_matvec(x, dz)
+    if (self.int8_dot if int8_dot is None else int8_dot) and dz is not None and x.shape[-2] == 1: y = self.dot_matvec(x, dz)
     elif dz is not None and self._dot_prefill(x, dz): y = self.dot_matmul(x, dz)
     elif (wb := self.w.blocked.get(name)) is not None:
       y = self.matvec(computed(x), wb, self.w.factored.get(name)) if x.shape[-2] == 1 else self.prefill_matmul(x, wb)
@@ -739,6 +739,7 @@ class Transformer:
     last = T - 1 if last is None else last
     return self.head(x[:, last:last + 1]) if logits else x[:, last:last + 1]
 
-  def head(self, x: Tensor) -> Tensor:
-    """(1, 1, dim) residual row -> (vocab,) logits: the final norm and the output matrix."""
-    return self.linear(rms_norm(x, self.w["output_norm.weight"], self.cfg.norm_eps), self.output_name).reshape(self.cfg.vocab_size)
+  def head(self, x: Tensor, int8_dot: bool | None = None) -> Tensor:
+    """(1, 1, dim) residual row -> (vocab,) logits: the final norm and the output matrix. `int8_dot` overrides the model's for
+    the output matrix's matvec (None: the model's; a prefill's head takes False: GGUFLLM._head)."""
+    return self.linear(rms_norm(x, self.w["output_norm.weight"], self.cfg.norm_eps), self.output_name, int8_dot).reshape(self.cfg.vocab_size)
