@@ -420,9 +420,10 @@ class Transformer:
   decode step's matvecs over a DOT format (Q4_0, Q4_1, Q8_0) quantize x to int8 per block and take integer dot products, as
   llama.cpp does (False: float x, the products exact to float32 rounding, what a reference comparison at float precision needs).
   `int8_prefill`: a prefill's matmuls over a DOT format take integer dot products too (dot_matmul: x in two int8 levels, where
-  the renderer has native DP4A), ~2x the float32 matmul on decoded weights. Off by default: in a block that holds an outlier
-  channel (SmolLM2's residual stream has ~1000x ones) the small elements keep a few percent precision, which moved SmolLM2's KV cache
-  ~1e-3 and flipped a near-tie of a greedy continuation that the float32 prefill matches transformers on."""
+  the renderer has native DP4A), faster than the float32 matmul on decoded weights. Off by default, though its logits are
+  about as close to transformers' as the float32 prefill's (far closer than the decode step's one-level int8 matvecs, whose
+  rounding dominates both; bench/llm_prefill_accuracy.py): any change to the prefill's KV cache re-rolls that rounding, and
+  with SmolLM2 the greedy comparison with transformers then diverged at a step that was not a near-tie."""
   def __init__(self, cfg: ModelConfig, weights: Weights, max_context: int, kv_dtype: DType = dtypes.float16, int8_dot: bool = True,
                int8_prefill: bool = False):
     if cfg.rope_dim != cfg.head_dim:
