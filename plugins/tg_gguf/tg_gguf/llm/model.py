@@ -555,7 +555,7 @@ class Transformer:
     # x computed once: a norm fused into the quantization's two kernels is redone for each of their outputs
     hi, lo, dx, sx = quantize_q8_residual(computed(x).reshape(T, K))
     hi, lo = hi.reshape(T, 1, nu, unit, 8), lo.reshape(T, 1, nu, unit, 8)
-    dx, sx = dx.reshape(T, 1, nu, unit, 1) * (1 / 127), sx.reshape(T, 1, nu, unit, 1)
+    dx, sx = dx.reshape(T, 1, nu, unit, 1), sx.reshape(T, 1, nu, unit, 1)
     # offset parts (Dot.offset): each level's block sums of its int8 values, subtracted offset times
     level_sums = [q8_block_sums(v).contiguous() if any(z.offset for z in dz) else None for v in (hi, lo)]
     out = []
@@ -571,7 +571,8 @@ class Transformer:
         level = step.sum(-1, keepdim=True, dtype=dtypes.int32)
         sums.append(level - xs[:, :, :, z.index] * z.offset if z.offset and xs is not None else level)
       isum = sums[0] * 127 + sums[1]
-      y = isum.cast(dtypes.float32) * (z.d.reshape(1, rows, nu, 1) * dz_x)
+      # the levels' 1/127 on the weight's scale: once per block of a tile's rows, where on x's it was a multiply per token and block
+      y = isum.cast(dtypes.float32) * ((z.d.reshape(1, rows, nu, 1) * (1 / 127)) * dz_x)
       out.append((y + z.min.reshape(1, rows, nu, 1) * sz_x if z.min is not None else y).sum((-2, -1)))
     return functools.reduce(lambda a, b: a + b, out).reshape(*lead, rows)
 
