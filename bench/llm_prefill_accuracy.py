@@ -1,6 +1,6 @@
 """How far tg's logits are from transformers' (float32, CPU, same GGUF file) along transformers' own greedy continuation, per
 combination of the prefill's matmuls (float32 on decoded weights, or int8_prefill's two-level integer dot products) and the
-decode step's matvecs (int8_dot: x quantized to one int8 level per block, or float x).
+decode step's matvecs (int8_dot: x quantized per block in two int8 levels, or float x).
 
 Teacher-forced: tg prefills the prompt, then decodes transformers' greedy tokens one by one, so every step compares logits for
 the same sequence and a divergence can't compound. Per prompt and mode: the top-10 max |d| over the top-10 magnitude (the
