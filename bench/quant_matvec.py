@@ -46,7 +46,7 @@ tx = Tensor(x, device="CPU").realize()
 ref = gguf.quants.dequantize(raw, qt).reshape(ROWS, COLS).astype(np.float64) @ x.reshape(COLS).astype(np.float64)
 for got in (Transformer.matvec(tx, wb, fz).numpy().reshape(ROWS), Transformer._matvec(tx, wb).numpy().reshape(ROWS)):
   assert np.allclose(got, ref, rtol=1e-3, atol=1e-4 * np.abs(ref).max()), f"{FMT} {ROWS}x{COLS}: max err {np.abs(got - ref).max()}"
-dz = Weights._dot(Weights._interleave_words(raw, ROWS, "CPU"), fmt, ROWS, COLS) if FMT in DOT else None
+dz = Weights._dot(Weights._interleave_words(raw, ROWS, "CPU", FMT), fmt, ROWS, COLS) if FMT in DOT else None
 if dz is not None:  # x's int8 rounding: ~0.5% of the largest output
   got = Transformer.dot_matvec(tx, dz).numpy().reshape(ROWS)
   assert np.allclose(got, ref, atol=2e-2 * np.abs(ref).max()), f"{FMT} {ROWS}x{COLS} (int8 dot): max err {np.abs(got - ref).max()}"

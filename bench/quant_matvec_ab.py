@@ -43,7 +43,7 @@ def setup(fmt: str, rows: int, cols: int, lanes: int, isa: str, int8_dot: bool, 
     tx = Tensor(x, device="CPU").realize()
     ref = gguf.quants.dequantize(raw, qt).reshape(rows, cols).astype(np.float64) @ x.reshape(cols).astype(np.float64)
     if int8_dot and fmt in DOT:
-      dzs = [Weights._dot(Weights._interleave_words(raw, rows, "CPU", lanes), f, rows, cols) for _ in range(copies)]
+      dzs = [Weights._dot(Weights._interleave_words(raw, rows, "CPU", fmt, lanes), f, rows, cols) for _ in range(copies)]
       fn, tol = (lambda t: Tensor.stack(*[Transformer.dot_matvec(t, dz).contiguous().realize() for dz in dzs])), 2e-2
     else:
       bufs = [Weights._interleave(Tensor(raw, device="CPU").realize(), rows, lanes) for _ in range(copies)]

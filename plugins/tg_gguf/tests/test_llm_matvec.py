@@ -83,7 +83,7 @@ def test_weights_read_from_the_file_into_the_lanes(tmp_path, name: str):
   for n, raw in raws.items(): np.testing.assert_array_equal(ws.packed[n].numpy(), raw, err_msg=n)
   group = np.concatenate([raws[n] for n in list(shapes)[:3]])
   if name in LANE_WORD:
-    np.testing.assert_array_equal(ws._lanes["blk.0.attn_q.weight"].numpy(), Weights._interleave_words(group, 136, "CPU").numpy())
+    np.testing.assert_array_equal(ws._lanes["blk.0.attn_q.weight"].numpy(), Weights._interleave_words(group, 136, "CPU", name).numpy())
   else:
     lanes = Weights._interleave(Tensor(group, device="CPU").realize(), 136)
     np.testing.assert_array_equal(_base_bytes(ws.packed["blk.0.attn_q.weight"]), _base_bytes(lanes))
@@ -158,7 +158,7 @@ def test_q8_0_dot_matvec_extremes_on_every_path(path: str, lanes_by: int, monkey
   x = np.random.default_rng(5).standard_normal(cols).astype(np.float32)
   x[:32] = np.where(np.arange(32) % 2 == 0, -1.0, 1.0)  # int8 -127 and 127
   x[64:96] = 0
-  dz = Weights._dot(Weights._interleave_words(raw, rows, "CPU", lanes_by), format_for(BY_NAME["Q8_0"].id), rows, cols)
+  dz = Weights._dot(Weights._interleave_words(raw, rows, "CPU", "Q8_0", lanes_by), format_for(BY_NAME["Q8_0"].id), rows, cols)
   assert dz is not None and all(z.offset == 128 for z in dz)
   got = Transformer.dot_matvec(Tensor(x.reshape(1, 1, cols), device="CPU"), dz).numpy().reshape(rows)
   nb = cols // 32
@@ -172,9 +172,9 @@ def test_word_interleaved_lanes_keep_the_blocks():
   views read the file's blocks through it)."""
   for (name, bb), by in itertools.product((("Q4_1", 20), ("Q8_0", 34)), (ROW_LANES, WIDE_ROW_LANES)):
     raw = _blocks(name, 16, 512)
-    lanes = Weights._interleave_words(raw, 16, "CPU", by)
+    lanes = Weights._interleave_words(raw, 16, "CPU", name, by)
     assert lanes.shape[-1] == by
-    np.testing.assert_array_equal(row_lanes_view(lanes, bb).numpy(), raw)
+    np.testing.assert_array_equal(row_lanes_view(lanes, bb, name).numpy(), raw)
 
 def test_row_lanes_follow_the_vector_width(monkeypatch: pytest.MonkeyPatch):
   """16 rows a vector where the renderer's vectors hold 16 fp32 lanes (AVX-512), 16 divides the rows and they are at most
@@ -193,7 +193,7 @@ def test_dot_matmul_matches_int8_reference(name: str, rows: int, cols: int, T: i
   matrix times the unquantized x, which two levels follow to ~1e-4 of the largest output (one level: 2e-2)."""
   raw = _blocks(name, rows, cols)
   fmt = format_for(BY_NAME[name].id)
-  dz = Weights._dot(Weights._interleave_words(raw, rows, "CPU"), fmt, rows, cols)
+  dz = Weights._dot(Weights._interleave_words(raw, rows, "CPU", name), fmt, rows, cols)
   assert dz is not None
   x = np.random.default_rng(4).standard_normal((T, cols)).astype(np.float32)
   x[1, 32:64] = 0  # an all-zero block: d_x = 0
@@ -245,7 +245,7 @@ def test_dot_matmul_only_with_native_dp4a(monkeypatch: pytest.MonkeyPatch):
   import dataclasses
   import types
   raw = _blocks("Q4_1", 16, 512)
-  dz = Weights._dot(Weights._interleave_words(raw, 16, "CPU"), format_for(BY_NAME["Q4_1"].id), 16, 512)
+  dz = Weights._dot(Weights._interleave_words(raw, 16, "CPU", "Q4_1"), format_for(BY_NAME["Q4_1"].id), 16, 512)
   r = Device["CPU"].renderer
   x4, x1 = Tensor.empty(1, 4, 512, device="CPU"), Tensor.empty(1, 1, 512, device="CPU")
   for native, on, x, want in ((True, True, x4, True), (False, True, x4, False), (True, False, x4, False), (True, True, x1, False)):
@@ -261,7 +261,7 @@ def test_dot_matmul_tile_leaves_room_for_its_sums():
   caps = Device["CPU"].renderer.caps
   if caps.big_reduce_tile is None: pytest.skip("the CPU renderer declares no big register tile")
   raw = _blocks("Q4_1", 256, 1024)
-  dz = Weights._dot(Weights._interleave_words(raw, 256, "CPU"), format_for(BY_NAME["Q4_1"].id), 256, 1024)
+  dz = Weights._dot(Weights._interleave_words(raw, 256, "CPU", "Q4_1"), format_for(BY_NAME["Q4_1"].id), 256, 1024)
   y = Transformer.dot_matmul(Tensor.empty(1, 64, 1024, device="CPU"), dz)
   ast = [si for si in y.schedule() if si.ast.op.name == "SINK"][-1].ast
   ups = [o for o in hand_coded_optimizations(ast, caps) if o.op is OptOps.UPCAST]
@@ -303,7 +303,7 @@ def test_dot_matvec_matches_int8_reference(name: str, rows: int, cols: int, lane
   residual stream's ~1000x channels), an all-zero block (d_x = 0)."""
   raw = _blocks(name, rows, cols)
   fmt = format_for(BY_NAME[name].id)
-  dz = Weights._dot(Weights._interleave_words(raw, rows, "CPU", lanes_by), fmt, rows, cols)
+  dz = Weights._dot(Weights._interleave_words(raw, rows, "CPU", name, lanes_by), fmt, rows, cols)
   assert dz is not None
   x = np.random.default_rng(3).standard_normal(cols).astype(np.float32)
   x[32:64] = 0
@@ -325,5 +325,5 @@ def test_kquant_word_lanes_keep_the_blocks():
   """Q5_0, Q4_K and Q6_K lanes buffers (word-interleaved, LANE_WORD), viewed back as bytes, are the stored blocks."""
   for name, by in itertools.product(("Q5_0", "Q4_K", "Q6_K"), (ROW_LANES, WIDE_ROW_LANES)):
     raw = _blocks(name, 16, 1024)
-    lanes = Weights._interleave_words(raw, 16, "CPU", by)
-    np.testing.assert_array_equal(row_lanes_view(lanes, BY_NAME[name].block_bytes).numpy(), raw, err_msg=f"{name} by {by}")
+    lanes = Weights._interleave_words(raw, 16, "CPU", name, by)
+    np.testing.assert_array_equal(row_lanes_view(lanes, BY_NAME[name].block_bytes, name).numpy(), raw, err_msg=f"{name} by {by}")

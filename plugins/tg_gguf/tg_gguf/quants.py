@@ -441,18 +441,16 @@ def dot_q4_0(w: Tensor) -> tuple[DotBlock, ...]:
   return tuple((d := _f16_at(w, o), _nibble_block(_words(w, o + 2, 4)), d * -8.0, None) for o in (0, 18))
 
 def dot_q8_0(w: Tensor) -> tuple[DotBlock, ...]:
-  # a pair of blocks in 17 words (34 bytes each: d, 32 int8). The signed quants are given as unsigned bytes q + 128 (the top bit
-  # flipped, uint32 words: DOT_OFFSET), which a dp4a takes as they are (vpdpbusd, no sign handling per word)
-  return tuple((_f16_at(w, o, _f16_to_f32), tuple(_offset_bytes(v) for v in _words(w, o + 2, 8)), None, None) for o in (0, 34))
+  # a pair of blocks in 17 words as the lanes buffer holds them (tg_gguf.llm.model.LANE_REPACK: repacked at load): word 0 both
+  # fp16 d, words 1..8 and 9..16 each block's 32 quants as unsigned bytes q + 128 (uint32 words: DOT_OFFSET), which a dp4a takes
+  # as they are (vpdpbusd: no funnel shift or sign handling per word)
+  return tuple((_f16_at(w, 2 * b, _f16_to_f32), tuple(w[:, k:k + 1].bitcast(dtypes.uint32) for k in range(1 + 8 * b, 9 + 8 * b)),
+                None, None) for b in (0, 1))
 
 def _f16_to_f32(h: Tensor) -> Tensor:
   """float32 values of fp16 bit patterns (int32 in 0..65535) through the float16 dtype: one conversion instruction where the
   device has float16 natively (x86's F16C vcvtph2ps), the core's exact emulation elsewhere."""
   return h.cast(dtypes.uint16).bitcast(dtypes.float16).cast(dtypes.float32)
-
-def _offset_bytes(q: Tensor) -> Tensor:
-  """int32 words of 4 int8 -> uint32 words of those bytes + 128 (0..255)."""
-  return q.bitcast(dtypes.uint32) ^ 0x80808080
 
 def _spread_bits(qh: Tensor, at: int) -> Tensor:
   """Bits at..at+3 of qh (N, 1) as bit 4 of the 4 bytes of a word (0x10 per set bit): one multiply spreads the 4 bits (copies

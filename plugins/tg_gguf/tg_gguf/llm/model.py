@@ -113,15 +113,32 @@ ATTN_BLOCK = 16
 # elements of one row, what an integer dot product step (Tensor.dp4a, quants.DOT) multiplies with 4 int8 elements of x
 LANE_WORD = {"Q4_0": 4, "Q4_1": 4, "Q8_0": 4, "Q5_0": 4, "Q4_K": 4, "Q6_K": 4}  # (4 only: the lanes buffer is then int32)
 
-def row_lanes_view(lanes: Tensor, block_bytes: int) -> Tensor:
+def _repack_q8_0(rows: np.ndarray) -> np.ndarray:
+  """(..., row_bytes) uint8 Q8_0 rows, row_bytes a multiple of 68 -> each pair of blocks [d0 q0 d1 q1] (34 bytes each) as
+  [d0 d1 q0 + 128 q1 + 128]: the quants on the word grid and already unsigned (quants.dot_q8_0 reads them as they are)."""
+  p = rows.reshape(*rows.shape[:-1], rows.shape[-1] // 68, 68)
+  return np.concatenate([p[..., 0:2], p[..., 34:36], p[..., 2:34] ^ 0x80, p[..., 36:68] ^ 0x80], axis=-1).reshape(rows.shape)
+
+def _unpack_q8_0(rows: Tensor) -> Tensor:
+  """_repack_q8_0's inverse on (R, row_bytes) uint8 rows: the file's blocks, as a view."""
+  p = rows.reshape(rows.shape[0], rows.shape[1] // 68, 68)
+  return Tensor.cat(p[..., 0:2], p[..., 4:36] ^ 0x80, p[..., 2:4], p[..., 36:68] ^ 0x80, dim=-1).reshape(rows.shape)
+
+# formats whose word-interleaved lanes buffer (LANE_WORD) holds its rows rearranged at load (numpy, on a row's bytes), with the
+# view back to the file's bytes (row_lanes_view): Q8_0's quants are realigned and offset once, where its integer matvec did a
+# funnel shift and an xor for every word of every row at every decode step
+LANE_REPACK: dict[str, tuple[Callable[[np.ndarray], np.ndarray], Callable[[Tensor], Tensor]]] = {"Q8_0": (_repack_q8_0, _unpack_q8_0)}
+
+def row_lanes_view(lanes: Tensor, block_bytes: int, fmt: str) -> Tensor:
   """The row-lanes layout: a matrix of `rows` rows of `row_bytes` bytes each, interleaved by L rows (row_lanes: ROW_LANES or
   WIDE_ROW_LANES), is held as a (rows / L, row_bytes, L) buffer, byte j of row g * L + l at [g, j, l] (Weights._read_interleaved
   fills it). Viewed back here as its (n_blocks, block_bytes) blocks in their own order: every consumer sees the file's blocks, a
   matvec reads a byte of L rows per load."""
   if lanes.dtype == dtypes.int32:  # word-interleaved (LANE_WORD): (rows / L, row_bytes / 4, L) int32 words, split
     groups, words, n = lanes.shape  # into their little-endian bytes by shifts (a view: the consumer's kernel does it)
-    b = ((lanes.unsqueeze(-1) >> _lane_shifts(lanes.device)) & 255).cast(dtypes.uint8)
-    return b.permute(0, 2, 1, 3).reshape(groups * n * words * 4 // block_bytes, block_bytes)
+    b = ((lanes.unsqueeze(-1) >> _lane_shifts(lanes.device)) & 255).cast(dtypes.uint8).permute(0, 2, 1, 3)
+    if fmt in LANE_REPACK: b = LANE_REPACK[fmt][1](b.reshape(groups * n, words * 4))  # (fmt: its format's name)
+    return b.reshape(groups * n * words * 4 // block_bytes, block_bytes)
   groups, row_bytes, n = lanes.shape
   return lanes.permute(0, 2, 1).reshape(groups * n * row_bytes // block_bytes, block_bytes)
 
@@ -132,7 +149,7 @@ def _lane_shifts(device: str) -> Tensor:
 
 def row_lane_words(lanes: Tensor, block_bytes: int) -> Tensor:
   """A word-interleaved row-lanes buffer (row_lanes_view) as its blocks' int32 words (n_blocks, block_bytes / 4) in the file's
-  block order. (The buffer is int32: a uint8 buffer's bitcast to int32 isn't rendered as a wide load.)"""
+  block order (a LANE_REPACK format's words as repacked). (The buffer is int32: a uint8 buffer's bitcast to int32 isn't rendered as a wide load.)"""
   groups, words, n = lanes.shape
   return lanes.permute(0, 2, 1).reshape(groups * n * words * 4 // block_bytes, block_bytes // 4)
 
@@ -294,10 +311,12 @@ class Weights:
                  for i, (d, q, mn, sc) in enumerate(blocks))
 
   @staticmethod
-  def _interleave_words(blocks: np.ndarray, rows: int, device: str, lanes_by: int | None = None) -> Tensor:
+  def _interleave_words(blocks: np.ndarray, rows: int, device: str, fmt: str, lanes_by: int | None = None) -> Tensor:
     """The (n_blocks, block_bytes) uint8 blocks of a `rows`-row matrix as the word-interleaved lanes buffer (LANE_WORD), as
-    _read_interleaved lays a model's out (tests, benches), interleaved by `lanes_by` rows (None: row_lanes)."""
+    _read_interleaved lays a model's out (tests, benches), interleaved by `lanes_by` rows (None: row_lanes); `fmt` its format's
+    name (LANE_REPACK)."""
     rw, L = blocks.size // rows // 4, lanes_by or row_lanes(device, rows)
+    if fmt in LANE_REPACK: blocks = LANE_REPACK[fmt][0](blocks.reshape(rows, rw * 4))
     lanes = blocks.reshape(rows // L, L, rw, 4).transpose(0, 2, 1, 3).copy().view(np.int32).reshape(rows // L, rw, L)
     return Tensor(lanes, device=device).realize()
 
@@ -308,7 +327,7 @@ class Weights:
     (`_read_interleaved`)."""
     if not (L := lanes_by if lanes_by is not None else row_lanes(blocks.device, rows)) or rows % L: return blocks.contiguous().realize()
     n, width = blocks.shape
-    return row_lanes_view(blocks.reshape(rows // L, L, n // rows * width).permute(0, 2, 1).contiguous().realize(), width)
+    return row_lanes_view(blocks.reshape(rows // L, L, n // rows * width).permute(0, 2, 1).contiguous().realize(), width, "")
 
   def _read_interleaved(self, names: tuple[str, ...], rows: int) -> tuple[Tensor, Tensor | None]:
     """The blocks of the quantized matrices `names` (one row length), their rows concatenated (`rows` in all), as one realized
@@ -330,11 +349,14 @@ class Weights:
     dst = flat.reshape(rows // L, row_bytes // word, L, word)
     slab_rows = max(1, (1 << 19) // (row_bytes * L)) * L
     stage = np.empty(slab_rows * row_bytes, dtype=np.uint8)
+    repack = LANE_REPACK[fmt.name][0] if word > 1 and fmt.name in LANE_REPACK else None
     filled, out_row = 0, 0
     def flush() -> None:
       nonlocal filled, out_row
       g, n = out_row // L, filled // L
-      dst[g:g + n] = stage[:filled * row_bytes].reshape(n, L, row_bytes // word, word).transpose(0, 2, 1, 3)
+      rows_in = stage[:filled * row_bytes].reshape(filled, row_bytes)
+      if repack is not None: rows_in = repack(rows_in)
+      dst[g:g + n] = rows_in.reshape(n, L, row_bytes // word, word).transpose(0, 2, 1, 3)
       out_row, filled = out_row + filled, 0
     for name, info in zip(names, infos):
       done = 0
@@ -345,7 +367,7 @@ class Weights:
         if filled == slab_rows: flush()
     if filled: flush()
     if bounce: buf.copyin(memoryview(flat))
-    return row_lanes_view(lanes, fmt.block_bytes), lanes
+    return row_lanes_view(lanes, fmt.block_bytes, fmt.name), lanes
 
   @staticmethod
   def _blocked(packed: Tensor, fmt: Any, rows: int, cols: int) -> Tensor:
