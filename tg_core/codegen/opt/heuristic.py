@@ -146,12 +146,18 @@ def axis_size_estimate(r: UOp) -> int:
   b = r.src[0]
   return int(b.arg) if b.op is Ops.CONST else max(1, (int(b.vmin) + int(b.vmax)) // 2)
 
+# bytes of the lanes' rows one step of a row-lanes reduce reads (_row_lanes_reduce) from which it isn't unrolled: such a step
+# (a pair of Q8_0 blocks or a k-quant super-block for 16 rows) is already many independent loads and dot chains, and
+# unrolled the compiler hoisted the copies' loads out of order across their lines (the weights stream from memory slower)
+ROW_LANES_UNROLL_MAX_BYTES = 1024
+
 def _row_lanes_reduce(ast: UOp, caps: RendererCaps) -> list[Opt] | None:
   """A one-output-axis reduce whose loads are contiguous along `vector_width` (or fewer, at least 4) consecutive outputs but not along the whole
   axis (a matvec over weights stored with that many rows interleaved byte by byte, as packed quantized blocks) runs
-  those outputs in the vector lanes (UPCAST, the vectorized axis) with the innermost reduce unrolled by 4: each load then
-  reads one vector for all the lanes' rows, and whatever a row decodes once per block (its fp16 scales) is done once per
-  vector of rows. None when the kernel isn't one (an ordinary matvec's rows are a row apart along the axis)."""
+  those outputs in the vector lanes (UPCAST, the vectorized axis) with the innermost reduce unrolled by 4 (or 2) where one
+  step of it reads less than ROW_LANES_UNROLL_MAX_BYTES of the rows: each load then reads one vector for all the lanes'
+  rows, and whatever a row decodes once per block (its fp16 scales) is done once per vector of rows. None when the kernel
+  isn't one (an ordinary matvec's rows are a row apart along the axis)."""
   width = caps.vector_width
   axes = kernel_axes(ast)
   outs = [r for r in axes if r.arg[1] in (AxisType.LOOP, AxisType.GLOBAL)]
@@ -166,6 +172,10 @@ def _row_lanes_reduce(ast: UOp, caps: RendererCaps) -> list[Opt] | None:
   opts = [up]
   cur_axes = kernel_axes(cur)
   last = max((r for r in cur_axes if r.arg[1] is AxisType.REDUCE), key=lambda r: r.arg[0])
+  # the loads of the lanes' rows one step of `last` reads (each a vector of `up.arg` lanes)
+  rows_loads = {u for u in cur.toposort() if u.op is Ops.LOAD and u.src[0].op is Ops.INDEX and
+                {lane, last} <= set(u.src[0].src[1].toposort())}
+  if sum(u.dtype.itemsize * up.arg for u in rows_loads) >= ROW_LANES_UNROLL_MAX_BYTES: return opts
   for amt in (4, 2):
     try:
       apply_opt(cur, unroll := Opt(OptOps.UNROLL, cur_axes.index(last), amt))
