@@ -147,7 +147,7 @@ def axis_size_estimate(r: UOp) -> int:
   return int(b.arg) if b.op is Ops.CONST else max(1, (int(b.vmin) + int(b.vmax)) // 2)
 
 # bytes of the lanes' rows one step of a row-lanes reduce reads (_row_lanes_reduce) from which it isn't unrolled: such a step
-# (a pair of Q8_0 blocks or a k-quant super-block for 16 rows) is already many independent loads and dot chains, and
+# (a pair of 8-bit quantized blocks or a 256-element super-block for 16 rows) is already many independent loads and dot chains, and
 # unrolled the compiler hoisted the copies' loads out of order across their lines (the weights stream from memory slower)
 ROW_LANES_UNROLL_MAX_BYTES = 1024
 
