@@ -484,13 +484,13 @@ class Transformer:
     x = dequantize_blocks(rows.reshape(-1, rows.shape[-1]), self.embd.info.format).reshape(1, T, self.cfg.dim)
     return x * self.cfg.embed_scale if self.cfg.embed_scale != 1.0 else x
 
-  def linear(self, x: Tensor, name: str) -> Tensor:
+  def linear(self, x: Tensor, name: str, xq: tuple[Tensor, Tensor, Tensor | None] | None = None) -> Tensor:
     """x @ W.T (+ bias). A quantized W is one reduce over (blocks, scale groups, group elems): the kernel's inner loop runs over
     the elements of one scale group, so their scales (fp16 bits decoded with integer ops) are loop-invariant there and hoisted, not
     redone per element (17x faster on a Q4_1 matvec than one flat reduce), and the sums over groups and blocks stay in the same
     kernel (half the time of a second kernel for them, Q4_1 1536x576)."""
     dz = self.w.dot.get(name)
-    if self.int8_dot and dz is not None and x.shape[-2] == 1: y = self.dot_matvec(x, dz)
+    if self.int8_dot and dz is not None and x.shape[-2] == 1: y = self.dot_matvec(x, dz, xq)
     elif dz is not None and self._dot_prefill(x, dz): y = self.dot_matmul(x, dz)
     elif (wb := self.w.blocked.get(name)) is not None:
       y = self.matvec(computed(x), wb, self.w.factored.get(name)) if x.shape[-2] == 1 else self.prefill_matmul(x, wb)
@@ -575,26 +575,36 @@ class Transformer:
     return parts[0].cast(dtypes.float32)
 
   @staticmethod
-  def _x_levels(x: Tensor, dz: tuple[Dot, ...]) -> tuple[tuple[Tensor, Tensor], Tensor, Tensor, Tensor | None]:
-    """x (T, K) quantized per 32-element block in two int8 levels (quantize_q8_residual, its own small kernels) for a matrix of
+  def quantize_x(x: Tensor, offsets: bool) -> tuple[Tensor, Tensor, Tensor | None]:
+    """x (T, K) quantized per 32-element block in two int8 levels (quantize_q8_residual, its own small kernels): (q (T, K/32, 16)
+    int32 words, stats (T, K/32, 2): d and the sum of x, and with `offsets` each level's sums per 16 elements (T, K/32, 4) int32
+    (q8_level_sums), else None). Shared by the matvecs that read the same x (Transformer.linears)."""
+    q, stats = quantize_q8_residual(x)
+    return q, stats, q8_level_sums(q).contiguous() if offsets else None
+
+  @staticmethod
+  def _x_levels(x: Tensor, dz: tuple[Dot, ...], xq: tuple[Tensor, Tensor, Tensor | None] | None = None) \
+      -> tuple[tuple[Tensor, Tensor], Tensor, Tensor, Tensor | None]:
+    """x (T, K) quantized per 32-element block in two int8 levels (quantize_x, or `xq`: its result for this x) for a matrix of
     Dot views `dz`: ((hi, lo) (T, units, unit, 8) int32 words, d / 127 and the sums of x (T, units, unit, 1), and, where a Dot
     has an offset, each level's sums per 16 elements (T, units, unit, 4) int32 (q8_level_sums), else None)."""
-    nu, unit = dz[0].d.shape[1], dz[0].unit
-    q, stats = quantize_q8_residual(x)
+    nu, unit, offsets = dz[0].d.shape[1], dz[0].unit, any(z.offset for z in dz)
+    q, stats, sums = xq if xq is not None else Transformer.quantize_x(x, offsets)
+    assert sums is not None or not offsets, "x's quantization for a Dot with an offset needs the level sums"
     T = x.shape[0]
-    sums = q8_level_sums(q).contiguous().reshape(T, nu, unit, 4) if any(z.offset for z in dz) else None
+    sums = sums.reshape(T, nu, unit, 4) if offsets and sums is not None else None
     q, stats = q.reshape(T, nu, unit, 16), stats.reshape(T, nu, unit, 2)
     return (q[..., 0:8], q[..., 8:16]), stats[..., 0:1] * (1 / 127), stats[..., 1:2], sums
 
   @staticmethod
-  def dot_matvec(x: Tensor, dz: tuple[Dot, ...]) -> Tensor:
+  def dot_matvec(x: Tensor, dz: tuple[Dot, ...], xq: tuple[Tensor, Tensor, Tensor | None] | None = None) -> Tensor:
     """x @ W.T for one token with integer dot products: x quantized per 32-element block in two int8 levels, x = d * (hi + lo / 127)
     (_x_levels), then per block of each row two int32 sums of byte products (Tensor.dp4a, 4 a step; each weight word unpacked
     once for both), combined as 127 * hi + lo and scaled once by d_w * d_x / 127, plus the block's min times the sum of x. (One
     level, llama.cpp's q8 x, rounds each element to 1/254 of its block's largest: SmolLM2's residual stream has ~1000x outlier
     channels, so a block holding one lost most of its other elements, and the decode logits moved ~1 off the float path's.)"""
     rows = dz[0].d.shape[0]
-    (hi, lo), dx, sx, offs = Transformer._x_levels(computed(x).reshape(1, x.shape[-1]), dz)
+    (hi, lo), dx, sx, offs = Transformer._x_levels(computed(x).reshape(1, x.shape[-1]), dz, xq)
     out = []
     for z in dz:  # each 32-element block of a unit, summed elementwise: one reduce over the units
       isum = Transformer._dot_words(z, (hi[0, :, z.index], lo[0, :, z.index]), offs[0, :, z.index] if offs is not None else None, 0, False)
@@ -636,6 +646,13 @@ class Transformer:
     """[linear(x, n) for n in names], realized: the members of a fused group (Weights.fused) come from one kernel."""
     out: list[Tensor] = []
     x = computed(x).realize()  # realized: computed once for all of them
+    # x's two-level quantization once for the integer-dot matvecs that read it (each quantizing it alone were 2-3 small
+    # kernels apiece: a decode step's launches, not their work, dominate those)
+    dots = [d for n in names if (d := self.w.dot.get(n)) is not None] + [d for n in names if (d := self.w.fused_dot.get(n)) is not None]
+    xq = None
+    if self.int8_dot and x.shape[-2] == 1 and len(dots) > 1:
+      xq = self.quantize_x(x.reshape(1, x.shape[-1]), any(z.offset for dz in dots for z in dz))
+      xq[0].realize(*(t for t in xq[1:] if t is not None))
     while len(out) < len(names):
       name = names[len(out)]
       # a group is keyed by its member first in the file (Weights.members), which need not be the first in row order (SmolLM2's
@@ -644,7 +661,7 @@ class Transformer:
       if (fz := self.w.fused.get(key)) is not None and fz[0] == names[len(out):len(out) + len(fz[0])]:
         # realized here: its parts' consumers are scheduled apart
         dz = self.w.fused_dot.get(key)
-        y = self.dot_matvec(x, dz) if self.int8_dot and x.shape[-2] == 1 and dz is not None else \
+        y = self.dot_matvec(x, dz, xq) if self.int8_dot and x.shape[-2] == 1 and dz is not None else \
           self.matvec(x, fz[1], self.w.fused_factored.get(key)) if x.shape[-2] == 1 else \
           self.dot_matmul(x, dz) if dz is not None and self._dot_prefill(x, dz) else self.prefill_matmul(x, fz[1])
         y = computed(y).realize()
@@ -654,7 +671,7 @@ class Transformer:
           part = y[..., start:start + rows]
           out.append(part + self.bias[b] if (b := n.replace(".weight", ".bias")) in self.bias else part)
           start += rows
-      else: out.append(computed(self.linear(x, name)).realize())
+      else: out.append(computed(self.linear(x, name, xq)).realize())
     return out
 
   def attention(self, i: int, x: Tensor, start_pos: int | UOp, T: int) -> Tensor:
