@@ -448,9 +448,9 @@ class Transformer:
   levels (dot_matvec) and take integer dot products, as llama.cpp does with one
   (False: float x, the products exact to float32 rounding, what a reference comparison at float precision needs).
   `int8_prefill`: a prefill's matmuls over a DOT format take integer dot products too (dot_matmul: x in two int8 levels, where
-  the renderer has native DP4A), ~2x the float32 matmul on decoded weights. Off by default: in a block that holds an outlier
-  channel (SmolLM2's residual stream has ~1000x ones) the small elements keep a few percent precision, which moved SmolLM2's KV cache
-  ~1e-3 and flipped a near-tie of a greedy continuation that the float32 prefill matches transformers on."""
+  the renderer has native DP4A), 1.3-1.7x the float32 matmul on decoded weights per matrix, its logits about as close to
+  transformers' as the float32 prefill's (bench/llm_prefill_accuracy.py). Off by default until the greedy comparisons with
+  transformers have been run with it: the flip that kept it off came from the decode step's former one-level int8 x."""
   def __init__(self, cfg: ModelConfig, weights: Weights, max_context: int, kv_dtype: DType = dtypes.float16, int8_dot: bool = True,
                int8_prefill: bool = False):
     if cfg.rope_dim != cfg.head_dim:
