@@ -648,11 +648,12 @@ class Transformer:
     x = computed(x).realize()  # realized: computed once for all of them
     # x's two-level quantization once for the integer-dot matvecs that read it (each quantizing it alone were 2-3 small
     # kernels apiece: a decode step's launches, not their work, dominate those)
-    dots = [d for n in names if (d := self.w.dot.get(n)) is not None] + [d for n in names if (d := self.w.fused_dot.get(n)) is not None]
     xq = None
-    if self.int8_dot and x.shape[-2] == 1 and len(dots) > 1:
-      xq = self.quantize_x(x.reshape(1, x.shape[-1]), any(z.offset for dz in dots for z in dz))
-      xq[0].realize(*(t for t in xq[1:] if t is not None))
+    if self.int8_dot and x.shape[-2] == 1:  # (a prefill builds no dot views here)
+      dots = [dz for n in names if (dz := self.w.fused_dot.get(n) or self.w.dot.get(n)) is not None]
+      if len(dots) > 1:
+        xq = self.quantize_x(x.reshape(1, x.shape[-1]), any(z.offset for dz in dots for z in dz))
+        xq[0].realize(*(t for t in xq[1:] if t is not None))
     while len(out) < len(names):
       name = names[len(out)]
       # a group is keyed by its member first in the file (Weights.members), which need not be the first in row order (SmolLM2's
