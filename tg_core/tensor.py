@@ -607,7 +607,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, RandomMixin,
   def _bitcast_resize(self, dt: DType) -> Tensor:
     """A bitcast to another element size, in unsigned words of both sizes: r narrow words shifted into (or out of) each wide
     word, the first in its low bits (the kernels see ordinary integer ops; a bitcast op only ever relabels same-size words)."""
-    words = {1: dtypes.uint8, 2: dtypes.uint16, 4: dtypes.uint32, 8: dtypes.uint64}
+    words = {u.itemsize: u for u in dtypes.uints}
     old_w, new_w, n = words[self.dtype.itemsize], words[dt.itemsize], self.shape[-1]
     src = self.bitcast(old_w)
     if dt.itemsize > self.dtype.itemsize:
