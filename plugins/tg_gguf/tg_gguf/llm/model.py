@@ -129,7 +129,7 @@ def _unpack_q8_0(rows: Tensor) -> Tensor:
 # funnel shift and an xor for every word of every row at every decode step
 LANE_REPACK: dict[str, tuple[Callable[[np.ndarray], np.ndarray], Callable[[Tensor], Tensor]]] = {"Q8_0": (_repack_q8_0, _unpack_q8_0)}
 
-def row_lanes_view(lanes: Tensor, block_bytes: int, fmt: str) -> Tensor:
+def row_lanes_view(lanes: Tensor, block_bytes: int, fmt: str | None = None) -> Tensor:
   """The row-lanes layout: a matrix of `rows` rows of `row_bytes` bytes each, interleaved by L rows (row_lanes: ROW_LANES or
   WIDE_ROW_LANES), is held as a (rows / L, row_bytes, L) buffer, byte j of row g * L + l at [g, j, l] (Weights._read_interleaved
   fills it). Viewed back here as its (n_blocks, block_bytes) blocks in their own order: every consumer sees the file's blocks, a
@@ -137,7 +137,7 @@ def row_lanes_view(lanes: Tensor, block_bytes: int, fmt: str) -> Tensor:
   if lanes.dtype == dtypes.int32:  # word-interleaved (LANE_WORD): (rows / L, row_bytes / 4, L) int32 words, split
     groups, words, n = lanes.shape  # into their little-endian bytes by shifts (a view: the consumer's kernel does it)
     b = ((lanes.unsqueeze(-1) >> _lane_shifts(lanes.device)) & 255).cast(dtypes.uint8).permute(0, 2, 1, 3)
-    if fmt in LANE_REPACK: b = LANE_REPACK[fmt][1](b.reshape(groups * n, words * 4))  # (fmt: its format's name)
+    if fmt in LANE_REPACK: b = LANE_REPACK[fmt][1](b.reshape(groups * n, words * 4))  # (fmt: its format's name, None: as read)
     return b.reshape(groups * n * words * 4 // block_bytes, block_bytes)
   groups, row_bytes, n = lanes.shape
   return lanes.permute(0, 2, 1).reshape(groups * n * row_bytes // block_bytes, block_bytes)
@@ -327,7 +327,7 @@ class Weights:
     (`_read_interleaved`)."""
     if not (L := lanes_by if lanes_by is not None else row_lanes(blocks.device, rows)) or rows % L: return blocks.contiguous().realize()
     n, width = blocks.shape
-    return row_lanes_view(blocks.reshape(rows // L, L, n // rows * width).permute(0, 2, 1).contiguous().realize(), width, "")
+    return row_lanes_view(blocks.reshape(rows // L, L, n // rows * width).permute(0, 2, 1).contiguous().realize(), width)
 
   def _read_interleaved(self, names: tuple[str, ...], rows: int) -> tuple[Tensor, Tensor | None]:
     """The blocks of the quantized matrices `names` (one row length), their rows concatenated (`rows` in all), as one realized
