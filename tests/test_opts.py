@@ -311,6 +311,32 @@ def test_whole_k_panel_heuristic_matches_numpy():
   assert opts[-2:] == [Opt(OptOps.SWAP, 0, 1), Opt(OptOps.PACK, 4)] and all(o.op is not OptOps.KBLOCK for o in opts), opts
   np.testing.assert_allclose(run_with_opts(Tensor(x, device="CPU") @ Tensor(w, device="CPU"), opts), x.astype(np.float64) @ w, rtol=1e-4, atol=1e-3)
 
+ROW_DOT_CASES = [((1, 1024), (4096, 1024), True), ((1, 4099), (1024, 4099), True), ((1031, 1), (4096, 1031), False), ((1, 4200), (1004, 4200), True),
+                 ((1, 4200), (1001, 4200), True)]
+@pytest.mark.parametrize("xs, ws, tr", ROW_DOT_CASES, ids=str)
+def test_row_dot_matvec_reads_row_streams_rows_at_once(xs: tuple[int, int], ws: tuple[int, int], tr: bool):
+  # x @ W.T (and W @ x): each output a dot of a weight row, contiguous along the reduce. A big one reads ROW_STREAMS rows at
+  # once (one vector accumulator a row, within the register tile's accumulators: AVX-512's 32 x 8 and AVX2's 16 x 6 both hold 8)
+  from tg_core.codegen.opt.heuristic import ROW_STREAMS
+  from tg_core.renderer import RendererCaps
+  from tg_core.uop.symbolic import symbolic
+  from tg_core.uop.rewrite import graph_rewrite
+  x, w = rnd(*xs), rnd(*ws)
+  def mv(dev: str) -> Tensor: return Tensor(x, device=dev) @ Tensor(w, device=dev).T if tr else Tensor(w, device=dev) @ Tensor(x, device=dev)
+  ref = x.astype(np.float64) @ w.T.astype(np.float64) if tr else w.astype(np.float64) @ x.astype(np.float64)
+  items, _ = create_schedule(UOp.sink(mv("CPU").uop))
+  ast = graph_rewrite(items[0].ast, symbolic)
+  rows = ws[0]  # the weight rows, the output axis either way
+  for width, tile in ((16, (32, 8)), (8, (16, 6))):
+    opts = hand_coded_optimizations(ast, RendererCaps(vector_upcast=True, vector_width=width, big_reduce_tile=tile, cache_sizes=(32 << 10, 1 << 20)))
+    ups = [o.arg for o in opts if o.op is OptOps.UPCAST]
+    assert ups == ([max(a for a in (ROW_STREAMS, 4, 2) if rows % a == 0)] if rows % 2 == 0 else []), opts
+    np.testing.assert_allclose(run_with_opts(mv("CPU"), opts), ref, rtol=1e-4, atol=1e-3)
+  # a mid-size one (under 2^22 multiply-adds) keeps the 4-row tile
+  small = hand_coded_optimizations(create_schedule(UOp.sink((Tensor.empty(1, 1024, device="NULL") @ Tensor.empty(1024, 1024, device="NULL").T).uop))[0][0].ast,
+                                   RendererCaps(vector_upcast=True, vector_width=16, big_reduce_tile=(32, 8), cache_sizes=(32 << 10, 1 << 20)))
+  assert [o.arg for o in small if o.op is OptOps.UPCAST] == [4], small
+
 def test_pack_needs_a_loop_target():
   # the PYTHON reference reduces whole axes at once: a copy loop into a kernel-local panel has no form there
   with pytest.raises(KernelOptError, match="PACK"): run_with_opts(Tensor(A, device="PYTHON") @ Tensor(B, device="PYTHON"), PACK_CASES[-1])

@@ -89,6 +89,7 @@ def hand_coded_optimizations(ast: UOp, caps: RendererCaps | None = None) -> list
     # (a column reduce takes two vectors per step: each strided row visit reads two cache lines, half the page walks)
     tiles = tuple(_tile_sizes(t) for t in caps.big_reduce_tile) if big and caps.big_reduce_tile else ((8, 4, 2), (8, 4, 2)) if tiny_tiles else \
       (_halvings(min(2 * width, 32)),) if col_reduce else ((4, 3, 2), (4, 3, 2))
+    if (rows := _row_streams(ast, caps, axes, out_axes, red_axes, hoisted, work)) is not None: tiles = (rows,)
     if big and caps.big_reduce_tile and _accumulators(ast, hoisted) >= 3:
       # the big tile holds one accumulator an output; a reduce nested in another (a quantized matmul's int32 block sums inside
       # its float sum over blocks) holds one each as well: with three (a matmul over x in two int8 levels) the big tile
@@ -134,6 +135,22 @@ def hand_coded_optimizations(ast: UOp, caps: RendererCaps | None = None) -> list
           cur = first_fit(cur, OptOps.UPCAST, a, _halvings(caps.transpose_tile))
           break
   return opts
+
+def _row_streams(ast: UOp, caps: RendererCaps, axes: list[UOp], out_axes: list[int], red_axes: list[int], hoisted: set[UOp],
+                 work: int) -> tuple[int, ...] | None:
+  """The rows a big one-output-axis reduce over rows contiguous in memory (a matvec `x @ W.T` with W N x K, each output the
+  dot of a weight row with x; row sums) reads at once: ROW_STREAMS rows (the register tile's outer axis, one vector
+  accumulator each), so ROW_STREAMS streams advance together for the hardware prefetchers and the renderer's software
+  prefetch fetches the next group of rows a whole group ahead; the default 4-row tile leaves bandwidth unused. Fewer where
+  the rows' accumulators (one vector per row and reduce) would outgrow the register tile `big_reduce_tile` holds. None for
+  any other kernel (small, symbolic, several output axes, a column reduce, a load strided along the reduce)."""
+  if caps.big_reduce_tile is None or len(out_axes) != 1 or len(red_axes) != 1 or work < 1 << 22: return None
+  if any(axes[i].src[0].op is not Ops.CONST for i in out_axes + red_axes): return None
+  st = access_strides(ast, axes[red_axes[0]], Ops.LOAD)
+  if not set(st) <= {0, 1} or 1 not in st or loads_contiguous(ast, axes[out_axes[0]], [axes[red_axes[0]]]): return None
+  budget = max(1, caps.big_reduce_tile[0] // max(caps.vector_width, 1)) * caps.big_reduce_tile[1] // max(_accumulators(ast, hoisted), 1)
+  rows = tuple(a for a in _halvings(ROW_STREAMS) if a <= budget)
+  return rows or None
 
 def _accumulators(ast: UOp, hoisted: set[UOp]) -> int:
   """Accumulators an output of the kernel holds: its reduces, not counting the hoisted ones (run once, above the output loops)."""
