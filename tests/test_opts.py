@@ -246,7 +246,10 @@ def test_big_matmul_heuristic_pads_tails_and_blocks_k_from_the_declared_l1():
   # a 48 KB L1 holds the tile's whole K (6 x 1024 floats): no K blocks, and blocks of 8 panels of 1024 rows fill the L2
   assert opts(1024, 1024, 1024, 48 << 10)[-5:] == [Opt(OptOps.SWAP, 0, 1), Opt(OptOps.SPLIT, 1, 8), Opt(OptOps.SWAP, 0, 2), Opt(OptOps.PACK, 5, 2),
                                                    Opt(OptOps.PACKROWS, 6)]
-  assert Opt(OptOps.SPLIT, 1, 7) in opts(1000, 1000, 1000, 48 << 10)  # 63 panels (1008 padded columns): 9 of 1000 rows outgrow the L2
+  # 63 panels (1008 padded columns), 8 of 1000 rows fill the L2: 8 blocks of 8 panels, the last with one masked panel (no
+  # divisor of 63 near 8: blocks of 7 before, 9 of them)
+  o48 = opts(1000, 1000, 1000, 48 << 10)
+  assert o48[o48.index(Opt(OptOps.SWAP, 0, 1)) + 1:][:2] == [Opt(OptOps.PADTO, 1, 8), Opt(OptOps.SPLIT, 1, 8)], o48
   assert Opt(OptOps.KBLOCK, 5, 500) in opts(1000, 1000, 1000, 32 << 10)
   assert opts(512, 512, 512, 32 << 10)[-4:] == [Opt(OptOps.SPLIT, 1, 16), Opt(OptOps.SWAP, 0, 2), Opt(OptOps.PACK, 5, 2), Opt(OptOps.PACKROWS, 6)]
   for shape in ((2048, 2048, 2048), (4096, 4096, 4096), (2048, 8192, 2048)): assert opts(*shape, 32 << 10, 32 << 20)[-6:] == tiles
@@ -295,6 +298,28 @@ def test_packed_matmul_heuristic_matches_numpy():
   items, _ = create_schedule(UOp.sink((Tensor(x, device="CPU") @ Tensor(w, device="CPU")).uop))
   opts = hand_coded_optimizations(graph_rewrite(items[0].ast, symbolic), caps)
   assert opts[-5:] == [Opt(OptOps.SPLIT, 1, 6), Opt(OptOps.SWAP, 0, 2), Opt(OptOps.KBLOCK, 5, 160), Opt(OptOps.PACK, 5, 2), Opt(OptOps.PACKROWS, 6)], opts
+  np.testing.assert_allclose(run_with_opts(Tensor(x, device="CPU") @ Tensor(w, device="CPU"), opts), x.astype(np.float64) @ w, rtol=1e-4, atol=1e-3)
+
+def test_panel_block_pads_to_blocks_near_the_target():
+  from tg_core.codegen.opt.heuristic import _panel_block
+  assert _panel_block(64, 16) == (16, 64) and _panel_block(48, 16) == (16, 48)  # a divisor at the target: no padding
+  assert _panel_block(63, 16) == (16, 64)  # 2000 columns in tiles of 32: 4 blocks of 16, one masked panel (not 7 blocks of 9)
+  assert _panel_block(40, 16) == (10, 40)  # 3 blocks of 14 would mask 2 panels: 4 blocks of 10
+  assert _panel_block(31, 15) == (8, 32) and _panel_block(125, 16) == (16, 128)  # a prime count; 4000 columns
+  assert _panel_block(7, 3) == (2, 8) and _panel_block(5, 1) == (1, 5)  # 3 blocks of 3 would mask 2 panels
+
+def test_padded_panel_blocks_match_numpy():
+  # 365 columns in tiles of 16: 23 panels, blocks of at most 6 (6 x 160 x 16 floats of B in a declared 64 KB L2): 4 blocks of
+  # 6, the last panel masked (PADTO on the panel loop); values against numpy
+  from tg_core.renderer import RendererCaps
+  from tg_core.uop.symbolic import symbolic
+  from tg_core.uop.rewrite import graph_rewrite
+  caps = RendererCaps(vector_upcast=True, vector_width=8, big_reduce_tile=(16, 6), cache_sizes=(8 << 10, 64 << 10))
+  x, w = rnd(601, 640), rnd(640, 365)
+  items, _ = create_schedule(UOp.sink((Tensor(x, device="CPU") @ Tensor(w, device="CPU")).uop))
+  opts = hand_coded_optimizations(graph_rewrite(items[0].ast, symbolic), caps)
+  assert opts[-6:] == [Opt(OptOps.PADTO, 1, 6), Opt(OptOps.SPLIT, 1, 6), Opt(OptOps.SWAP, 0, 2), Opt(OptOps.KBLOCK, 5, 160), Opt(OptOps.PACK, 5, 2),
+                       Opt(OptOps.PACKROWS, 6)], opts
   np.testing.assert_allclose(run_with_opts(Tensor(x, device="CPU") @ Tensor(w, device="CPU"), opts), x.astype(np.float64) @ w, rtol=1e-4, atol=1e-3)
 
 def test_whole_k_panel_heuristic_matches_numpy():

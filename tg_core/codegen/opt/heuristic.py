@@ -486,8 +486,9 @@ def _packed_tiles(ast: UOp, caches: tuple[int, ...]) -> list[Opt]:
   p contiguous panels once per block and K block (PACK) and the row tile's R x kc slice of A into R contiguous rows once per
   row tile (PACKROWS). The register tile then reads A's tile from the L1 for each of the p panels, which stream from the L2.
   kc: the largest divisor of K (at least 32) whose A tile fits half the L1 (R x kc, `caches[0]`): unpacked, the R rows of a
-  power-of-two row length share a few L1 sets and evict each other. p: the largest divisor of the panel count whose
-  block of B fits the L2 (p x kc x U, `caches[1]`, and MAX_PACKED_BLOCK) and leaves at least 2 blocks; at least MIN_TILE_REUSE. [] where the loops
+  power-of-two row length share a few L1 sets and evict each other. p: near the most panels whose block of B fits the L2
+  (p x kc x U, `caches[1]`, and MAX_PACKED_BLOCK) leaving at least 2 blocks, the panel loop padded to whole blocks where no
+  divisor comes close (`_panel_block`); at least MIN_TILE_REUSE. [] where the loops
   don't nest so, A has fewer than MIN_PANEL_REUSE row tiles, p or kc has no such value, or an opt doesn't apply (a bf16
   matmul: KBLOCK can't accumulate its fp32 sum in the output)."""
   l1, l2 = caches[0], caches[1]
@@ -500,13 +501,18 @@ def _packed_tiles(ast: UOp, caches: tuple[int, ...]) -> list[Opt]:
   k, n = reds[0].src[0].arg, cols.src[0].arg
   kc = next((d for d in range(min(k, (l1 // 2) // tile_col), 31, -1) if k % d == 0), None)
   if kc is None: return []
-  p = next((d for d in range(min(n // 2, min(l2, MAX_PACKED_BLOCK) // (kc * panel_row)), 0, -1) if n % d == 0), 1)
+  p, padded = _panel_block(n, min(n // 2, min(l2, MAX_PACKED_BLOCK) // (kc * panel_row)))
   if p < MIN_TILE_REUSE: return []
   try:
-    cur = apply_opt(ast, split := Opt(OptOps.SPLIT, axes.index(cols), p))
+    opts: list[Opt] = []
+    cur = ast
+    if padded > n:
+      cur = apply_opt(cur, pad := Opt(OptOps.PADTO, axes.index(cols), p))
+      opts.append(pad)
+    cur = apply_opt(cur, split := Opt(OptOps.SPLIT, kernel_axes(cur).index(_same_axis(cur, cols)), p))
     inner = next(r for r in kernel_axes(cur) if r.arg[1] is cols.arg[1] and r.arg[0] not in {x.arg[0] for x in axes})
     cur = apply_opt(cur, swap := Opt(OptOps.SWAP, kernel_axes(cur).index(_same_axis(cur, rows)), kernel_axes(cur).index(inner)))
-    opts = [split, swap]
+    opts += [split, swap]
     if kc < k:
       cur = apply_opt(cur, o := Opt(OptOps.KBLOCK, kernel_axes(cur).index(_same_axis(cur, reds[0])), kc))
       opts.append(o)
@@ -516,6 +522,19 @@ def _packed_tiles(ast: UOp, caches: tuple[int, ...]) -> list[Opt]:
       opts.append(o)
   except KernelOptError: return []
   return opts
+
+def _panel_block(n: int, target: int) -> tuple[int, int]:
+  """(p, padded): column panels per block for `_packed_tiles`, n panels at most `target` (from the caches) a block. The
+  fewest blocks whose even share of the panels rounds up by at most one panel or 1/32 of them (the last block then has
+  masked panels: PADTO), so a panel count no good block size divides (63 panels of 2000 padded columns: blocks of 9, 7
+  of them) still gets blocks near the target (16, 4 of them), each packed row tile reused by as many panels and the
+  blocks (the loop the cores share) few and even. Where no block count pads that little, the largest divisor of n up
+  to `target` (padded = n)."""
+  if target >= 1:
+    for b in range(-(-n // target), n + 1):
+      p = -(-n // b)
+      if b * p - n <= max(1, n // 32): return p, b * p
+  return next((d for d in range(target, 0, -1) if n % d == 0), 1), n
 
 def _whole_k_panel(ast: UOp, panel_bytes: int, caches: tuple[int, ...]) -> bool:
   """Does a packed matmul keep the whole reduce in its panels (no KBLOCK)? Each K block's pass re-reads and re-writes
