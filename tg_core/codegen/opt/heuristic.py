@@ -23,7 +23,8 @@ def hand_coded_optimizations(ast: UOp, caps: RendererCaps | None = None) -> list
   axis its loads are contiguous in. A big single-output-axis reduce whose loads are contiguous along the output (a matvec
   `x @ W` with W K x N, column sums) takes the `big_reduce_tile` on that axis, up to ROW_RUN bytes: each reduce step then
   reads one cache line of a weight row (16 floats: two AVX2 vectors, one AVX-512 vector), and the rows of a K block advance
-  together, which the prefetchers stream. Targets that
+  together, which the prefetchers stream. A big one-output-axis reduce over rows contiguous along it (x @ W.T, each output a
+  weight row's dot with x) reads ROW_STREAMS rows at once (`_row_streams`). Targets that
   declare their `cache_sizes` also get the loop order of a big matmul chosen for cache reuse (`_loop_order`) and, where B's
   column loop ended up outside A's rows, both operands packed, A's row tiles inside blocks of B's panels (`_packed_tiles`), or
   where too few panels would reuse a packed row tile, B alone packed into contiguous panels around A's row loop (`_packed_panels`); else,
