@@ -289,3 +289,18 @@ def test_padded_pack_copy_is_a_masked_vector_load(shape: tuple[int, int, int]):
   if any(o.op is OptOps.PACK for o in PADDED_PACKS[shape]):  # B's panel rows: masked vector loads, no gated scalar copies
     up = next(o.arg for o in PADDED_PACKS[shape] if o.op is OptOps.UPCAST)
     assert f"call <{up} x float> @llvm.masked.load.v{up}f32" in src and not re.search(r"select i1 %\S+, float ", src), src
+
+def test_windowed_conv_copy_is_vectorized():
+  # a padded conv's WINDOW copy (its own loop nest, stores only into the kernel-local window) runs on vectors too: the padding
+  # gate masks lanes of one load instead of a gated scalar copy per element
+  import torch
+  from tg_core.codegen import choose_opts, simplified_kernel
+  x, w = rng.standard_normal((2, 32, 64, 64), dtype=np.float32), rng.standard_normal((64, 32, 3, 3), dtype=np.float32)
+  t = Tensor(x, device="CPU").conv2d(Tensor(w, device="CPU"), padding=1)
+  items, _ = create_schedule(UOp.sink(t.uop))
+  opts = choose_opts(simplified_kernel(items[0].ast), Device["CPU"].renderer)
+  if not any(o.op is OptOps.WINDOW for o in opts): pytest.skip(f"the host's caps don't window this conv: {opts}")
+  out, src = run(t, opts)
+  ref = torch.nn.functional.conv2d(torch.tensor(x), torch.tensor(w), padding=1).numpy()
+  np.testing.assert_allclose(out, ref, rtol=1e-3, atol=1e-3)
+  assert "@llvm.masked.load" in src and not re.search(r"select i1 %\S+, float ", src), src
