@@ -246,7 +246,10 @@ def test_big_matmul_heuristic_pads_tails_and_blocks_k_from_the_declared_l1():
   # a 48 KB L1 holds the tile's whole K (6 x 1024 floats): no K blocks, and blocks of 8 panels of 1024 rows fill the L2
   assert opts(1024, 1024, 1024, 48 << 10)[-5:] == [Opt(OptOps.SWAP, 0, 1), Opt(OptOps.SPLIT, 1, 8), Opt(OptOps.SWAP, 0, 2), Opt(OptOps.PACK, 5, 2),
                                                    Opt(OptOps.PACKROWS, 6)]
-  assert Opt(OptOps.SPLIT, 1, 7) in opts(1000, 1000, 1000, 48 << 10)  # 63 panels (1008 padded columns): 9 of 1000 rows outgrow the L2
+  # 63 panels (1008 padded columns), 8 of 1000 rows fill the L2: 8 blocks of 8 panels, the last with one masked panel (no
+  # divisor of 63 near 8: blocks of 7 before, 9 of them)
+  o48 = opts(1000, 1000, 1000, 48 << 10)
+  assert o48[o48.index(Opt(OptOps.SWAP, 0, 1)) + 1:][:2] == [Opt(OptOps.PADTO, 1, 8), Opt(OptOps.SPLIT, 1, 8)], o48
   assert Opt(OptOps.KBLOCK, 5, 500) in opts(1000, 1000, 1000, 32 << 10)
   assert opts(512, 512, 512, 32 << 10)[-4:] == [Opt(OptOps.SPLIT, 1, 16), Opt(OptOps.SWAP, 0, 2), Opt(OptOps.PACK, 5, 2), Opt(OptOps.PACKROWS, 6)]
   for shape in ((2048, 2048, 2048), (4096, 4096, 4096), (2048, 8192, 2048)): assert opts(*shape, 32 << 10, 32 << 20)[-6:] == tiles
@@ -297,6 +300,28 @@ def test_packed_matmul_heuristic_matches_numpy():
   assert opts[-5:] == [Opt(OptOps.SPLIT, 1, 6), Opt(OptOps.SWAP, 0, 2), Opt(OptOps.KBLOCK, 5, 160), Opt(OptOps.PACK, 5, 2), Opt(OptOps.PACKROWS, 6)], opts
   np.testing.assert_allclose(run_with_opts(Tensor(x, device="CPU") @ Tensor(w, device="CPU"), opts), x.astype(np.float64) @ w, rtol=1e-4, atol=1e-3)
 
+def test_panel_block_pads_to_blocks_near_the_target():
+  from tg_core.codegen.opt.heuristic import _panel_block
+  assert _panel_block(64, 16) == (16, 64) and _panel_block(48, 16) == (16, 48)  # a divisor at the target: no padding
+  assert _panel_block(63, 16) == (16, 64)  # 2000 columns in tiles of 32: 4 blocks of 16, one masked panel (not 7 blocks of 9)
+  assert _panel_block(40, 16) == (10, 40)  # 3 blocks of 14 would mask 2 panels: 4 blocks of 10
+  assert _panel_block(31, 15) == (8, 32) and _panel_block(125, 16) == (16, 128)  # a prime count; 4000 columns
+  assert _panel_block(7, 3) == (2, 8) and _panel_block(5, 1) == (1, 5)  # 3 blocks of 3 would mask 2 panels
+
+def test_padded_panel_blocks_match_numpy():
+  # 365 columns in tiles of 16: 23 panels, blocks of at most 6 (6 x 160 x 16 floats of B in a declared 64 KB L2): 4 blocks of
+  # 6, the last panel masked (PADTO on the panel loop); values against numpy
+  from tg_core.renderer import RendererCaps
+  from tg_core.uop.symbolic import symbolic
+  from tg_core.uop.rewrite import graph_rewrite
+  caps = RendererCaps(vector_upcast=True, vector_width=8, big_reduce_tile=(16, 6), cache_sizes=(8 << 10, 64 << 10))
+  x, w = rnd(601, 640), rnd(640, 365)
+  items, _ = create_schedule(UOp.sink((Tensor(x, device="CPU") @ Tensor(w, device="CPU")).uop))
+  opts = hand_coded_optimizations(graph_rewrite(items[0].ast, symbolic), caps)
+  assert opts[-6:] == [Opt(OptOps.PADTO, 1, 6), Opt(OptOps.SPLIT, 1, 6), Opt(OptOps.SWAP, 0, 2), Opt(OptOps.KBLOCK, 5, 160), Opt(OptOps.PACK, 5, 2),
+                       Opt(OptOps.PACKROWS, 6)], opts
+  np.testing.assert_allclose(run_with_opts(Tensor(x, device="CPU") @ Tensor(w, device="CPU"), opts), x.astype(np.float64) @ w, rtol=1e-4, atol=1e-3)
+
 def test_whole_k_panel_heuristic_matches_numpy():
   # 3 column panels: too few to pack A's row tiles (MIN_TILE_REUSE), B alone packed. Outputs (38 KB) over half a declared
   # 64 KB L3, B's whole-K panel (512 x 16 floats: 32 KB) in half the 64 KB L2: PACK without KBLOCK (the 8 KB L1 alone
@@ -310,6 +335,32 @@ def test_whole_k_panel_heuristic_matches_numpy():
   opts = hand_coded_optimizations(graph_rewrite(items[0].ast, symbolic), caps)
   assert opts[-2:] == [Opt(OptOps.SWAP, 0, 1), Opt(OptOps.PACK, 4)] and all(o.op is not OptOps.KBLOCK for o in opts), opts
   np.testing.assert_allclose(run_with_opts(Tensor(x, device="CPU") @ Tensor(w, device="CPU"), opts), x.astype(np.float64) @ w, rtol=1e-4, atol=1e-3)
+
+ROW_DOT_CASES = [((1, 1024), (4096, 1024), True), ((1, 4099), (1024, 4099), True), ((1031, 1), (4096, 1031), False), ((1, 4200), (1004, 4200), True),
+                 ((1, 4200), (1001, 4200), True)]
+@pytest.mark.parametrize("xs, ws, tr", ROW_DOT_CASES, ids=str)
+def test_row_dot_matvec_reads_row_streams_rows_at_once(xs: tuple[int, int], ws: tuple[int, int], tr: bool):
+  # x @ W.T (and W @ x): each output a dot of a weight row, contiguous along the reduce. A big one reads ROW_STREAMS rows at
+  # once (one vector accumulator a row, within the register tile's accumulators: AVX-512's 32 x 8 and AVX2's 16 x 6 both hold 8)
+  from tg_core.codegen.opt.heuristic import ROW_STREAMS
+  from tg_core.renderer import RendererCaps
+  from tg_core.uop.symbolic import symbolic
+  from tg_core.uop.rewrite import graph_rewrite
+  x, w = rnd(*xs), rnd(*ws)
+  def mv(dev: str) -> Tensor: return Tensor(x, device=dev) @ Tensor(w, device=dev).T if tr else Tensor(w, device=dev) @ Tensor(x, device=dev)
+  ref = x.astype(np.float64) @ w.T.astype(np.float64) if tr else w.astype(np.float64) @ x.astype(np.float64)
+  items, _ = create_schedule(UOp.sink(mv("CPU").uop))
+  ast = graph_rewrite(items[0].ast, symbolic)
+  rows = ws[0]  # the weight rows, the output axis either way
+  for width, tile in ((16, (32, 8)), (8, (16, 6))):
+    opts = hand_coded_optimizations(ast, RendererCaps(vector_upcast=True, vector_width=width, big_reduce_tile=tile, cache_sizes=(32 << 10, 1 << 20)))
+    ups = [o.arg for o in opts if o.op is OptOps.UPCAST]
+    assert ups == ([max(a for a in (ROW_STREAMS, 4, 2) if rows % a == 0)] if rows % 2 == 0 else []), opts
+    np.testing.assert_allclose(run_with_opts(mv("CPU"), opts), ref, rtol=1e-4, atol=1e-3)
+  # a mid-size one (under 2^22 multiply-adds) keeps the 4-row tile
+  small = hand_coded_optimizations(create_schedule(UOp.sink((Tensor.empty(1, 1024, device="NULL") @ Tensor.empty(1024, 1024, device="NULL").T).uop))[0][0].ast,
+                                   RendererCaps(vector_upcast=True, vector_width=16, big_reduce_tile=(32, 8), cache_sizes=(32 << 10, 1 << 20)))
+  assert [o.arg for o in small if o.op is OptOps.UPCAST] == [4], small
 
 def test_pack_needs_a_loop_target():
   # the PYTHON reference reduces whole axes at once: a copy loop into a kernel-local panel has no form there

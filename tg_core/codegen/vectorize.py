@@ -188,8 +188,12 @@ def access_strides(x: UOp, rng: UOp, op: Ops, inside: list[UOp] | None = None) -
 
 def store_stride(body: UOp, rng: UOp) -> int | None:
   """The stride of `rng` in the index of the body's global stores, if they all agree (None: not affine or no store). A
-  panel PACK copies before the loop reads it is a store into a kernel-local buffer: it doesn't decide the output's axis."""
-  stores = [u for u in body.toposort() if u.op is Ops.STORE and u.src[0].op is Ops.INDEX and not _kernel_local(u.src[0].src[0])]
+  panel PACK copies before the loop reads it is a store into a kernel-local buffer: it doesn't decide the output's axis.
+  A body with no global store (the copy's own loop nest) takes the stride of its stores into kernel-local panels: the copy
+  then runs on vectors, and a padded tail's gate masks lanes of one vector load (left to the compiler, the gated scalar
+  copies became gathers and scatters)."""
+  stores = [u for u in body.toposort() if u.op is Ops.STORE and u.src[0].op is Ops.INDEX]
+  stores = [u for u in stores if not _kernel_local(u.src[0].src[0])] or [u for u in stores if _vector_buffer(u.src[0].src[0])]
   strides = {access_strides(u, rng, Ops.STORE)[-1] for u in stores}  # (a node's toposort ends with the node itself)
   return strides.pop() if len(strides) == 1 and None not in strides else None
 

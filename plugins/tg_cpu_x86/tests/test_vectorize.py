@@ -2,6 +2,7 @@
 opts that force the vector paths (contiguous, broadcast, gathered and lane-gated loads; contiguous and scattered stores)
 and compares with numpy."""
 from __future__ import annotations
+import re
 import numpy as np
 import pytest
 
@@ -268,3 +269,38 @@ def test_bf16_matmul_kernel_uses_vdpbf16ps():
   items, _ = create_schedule(UOp.sink((a @ b).uop))
   srcs = [get_program(si.ast, Device["CPU"].renderer).src for si in items]
   assert sum("@llvm.x86.avx512bf16.dpbf16ps.512" in s for s in srcs) == 1
+
+# a padded tail's PACK copy: the copy's own loop nest stores only into the kernel-local panel, whose column axis vectorizes
+# (one masked vector load per panel row; scalar gated copies were left to LLVM, which made them gathers and scatters)
+PADDED_PACKS = {(1, 97, 37): [Opt(OptOps.PADTO, 0, 16), Opt(OptOps.UPCAST, 0, 16), Opt(OptOps.PACK, 2)],
+                (53, 97, 37): [Opt(OptOps.PADTO, 1, 16), Opt(OptOps.UPCAST, 1, 16), Opt(OptOps.PADTO, 0, 6), Opt(OptOps.UPCAST, 0, 6),
+                               Opt(OptOps.SWAP, 0, 1), Opt(OptOps.PACK, 4)],
+                (61, 96, 187): [Opt(OptOps.PADTO, 1, 32), Opt(OptOps.UPCAST, 1, 32), Opt(OptOps.PADTO, 0, 8), Opt(OptOps.UPCAST, 0, 8),
+                               Opt(OptOps.SWAP, 0, 1), Opt(OptOps.SPLIT, 1, 3), Opt(OptOps.SWAP, 0, 2), Opt(OptOps.KBLOCK, 5, 32),
+                               Opt(OptOps.PACK, 5, 2), Opt(OptOps.PACKROWS, 6)],
+                (37, 97, 1): [Opt(OptOps.PADTO, 0, 8), Opt(OptOps.UPCAST, 0, 8), Opt(OptOps.PACKROWS, 2)]}
+
+@pytest.mark.parametrize("shape", list(PADDED_PACKS), ids=str)
+def test_padded_pack_copy_is_a_masked_vector_load(shape: tuple[int, int, int]):
+  m, k, n = shape
+  x, w = rng.standard_normal((m, k), dtype=np.float32), rng.standard_normal((k, n), dtype=np.float32)
+  out, src = run(Tensor(x, device="CPU") @ Tensor(w, device="CPU"), PADDED_PACKS[shape])
+  np.testing.assert_allclose(out, x.astype(np.float64) @ w, rtol=1e-4, atol=1e-4)
+  if any(o.op is OptOps.PACK for o in PADDED_PACKS[shape]):  # B's panel rows: masked vector loads, no gated scalar copies
+    up = next(o.arg for o in PADDED_PACKS[shape] if o.op is OptOps.UPCAST)
+    assert f"call <{up} x float> @llvm.masked.load.v{up}f32" in src and not re.search(r"select i1 %\S+, float ", src), src
+
+def test_windowed_conv_copy_is_vectorized():
+  # a padded conv's WINDOW copy (its own loop nest, stores only into the kernel-local window) runs on vectors too: the padding
+  # gate masks lanes of one load instead of a gated scalar copy per element
+  import torch
+  from tg_core.codegen import choose_opts, simplified_kernel
+  x, w = rng.standard_normal((2, 32, 64, 64), dtype=np.float32), rng.standard_normal((64, 32, 3, 3), dtype=np.float32)
+  t = Tensor(x, device="CPU").conv2d(Tensor(w, device="CPU"), padding=1)
+  items, _ = create_schedule(UOp.sink(t.uop))
+  opts = choose_opts(simplified_kernel(items[0].ast), Device["CPU"].renderer)
+  if not any(o.op is OptOps.WINDOW for o in opts): pytest.skip(f"the host's caps don't window this conv: {opts}")
+  out, src = run(t, opts)
+  ref = torch.nn.functional.conv2d(torch.tensor(x), torch.tensor(w), padding=1).numpy()
+  np.testing.assert_allclose(out, ref, rtol=1e-3, atol=1e-3)
+  assert "@llvm.masked.load" in src and not re.search(r"select i1 %\S+, float ", src), src

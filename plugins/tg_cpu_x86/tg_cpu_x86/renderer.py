@@ -112,7 +112,8 @@ class _CPUKernelWriter(LLVMKernelWriter):
   def render_load(self, u: UOp) -> None:
     """A load, and for a streamed one (`_prefetch_stride`) a software prefetch of what it reads one iteration ahead of its
     loop, into the L2 (`llvm.prefetch`, locality 2: x86's prefetcht1). A column reduce's K block starts ROW_STREAMS rows the
-    hardware prefetchers haven't seen, a matvec's next row group 4 new rows: fetched a block ahead they arrive in time. Only
+    hardware prefetchers haven't seen, a matvec x @ W.T's next row group ROW_STREAMS new rows (the heuristic's `_row_streams`):
+    fetched a block ahead they arrive in time. Only
     while the lines one iteration of all the kernel's prefetched loads reads fit a quarter of the L2 (the host's, from
     caps.cache_sizes; no prefetch where it isn't known): prefetched further ahead they would evict each other first. The last
     iteration's prefetch points past what the loop reads (or past the buffer): x86 prefetches never fault, and the address is

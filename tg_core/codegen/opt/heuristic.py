@@ -23,7 +23,8 @@ def hand_coded_optimizations(ast: UOp, caps: RendererCaps | None = None) -> list
   axis its loads are contiguous in. A big single-output-axis reduce whose loads are contiguous along the output (a matvec
   `x @ W` with W K x N, column sums) takes the `big_reduce_tile` on that axis, up to ROW_RUN bytes: each reduce step then
   reads one cache line of a weight row (16 floats: two AVX2 vectors, one AVX-512 vector), and the rows of a K block advance
-  together, which the prefetchers stream. Targets that
+  together, which the prefetchers stream. A big one-output-axis reduce over rows contiguous along it (x @ W.T, each output a
+  weight row's dot with x) reads ROW_STREAMS rows at once (`_row_streams`). Targets that
   declare their `cache_sizes` also get the loop order of a big matmul chosen for cache reuse (`_loop_order`) and, where B's
   column loop ended up outside A's rows, both operands packed, A's row tiles inside blocks of B's panels (`_packed_tiles`), or
   where too few panels would reuse a packed row tile, B alone packed into contiguous panels around A's row loop (`_packed_panels`); else,
@@ -89,6 +90,7 @@ def hand_coded_optimizations(ast: UOp, caps: RendererCaps | None = None) -> list
     # (a column reduce takes two vectors per step: each strided row visit reads two cache lines, half the page walks)
     tiles = tuple(_tile_sizes(t) for t in caps.big_reduce_tile) if big and caps.big_reduce_tile else ((8, 4, 2), (8, 4, 2)) if tiny_tiles else \
       (_halvings(min(2 * width, 32)),) if col_reduce else ((4, 3, 2), (4, 3, 2))
+    if (rows := _row_streams(ast, caps, axes, out_axes, red_axes, hoisted, work)) is not None: tiles = (rows,)
     if big and caps.big_reduce_tile and _accumulators(ast, hoisted) >= 3:
       # the big tile holds one accumulator an output; a reduce nested in another (a quantized matmul's int32 block sums inside
       # its float sum over blocks) holds one each as well: with three (a matmul over x in two int8 levels) the big tile
@@ -134,6 +136,22 @@ def hand_coded_optimizations(ast: UOp, caps: RendererCaps | None = None) -> list
           cur = first_fit(cur, OptOps.UPCAST, a, _halvings(caps.transpose_tile))
           break
   return opts
+
+def _row_streams(ast: UOp, caps: RendererCaps, axes: list[UOp], out_axes: list[int], red_axes: list[int], hoisted: set[UOp],
+                 work: int) -> tuple[int, ...] | None:
+  """The rows a big one-output-axis reduce over rows contiguous in memory (a matvec `x @ W.T` with W N x K, each output the
+  dot of a weight row with x; row sums) reads at once: ROW_STREAMS rows (the register tile's outer axis, one vector
+  accumulator each), so ROW_STREAMS streams advance together for the hardware prefetchers and the renderer's software
+  prefetch fetches the next group of rows a whole group ahead; the default 4-row tile leaves bandwidth unused. Fewer where
+  the rows' accumulators (one vector per row and reduce) would outgrow the register tile `big_reduce_tile` holds. None for
+  any other kernel (small, symbolic, several output axes, a column reduce, a load strided along the reduce)."""
+  if caps.big_reduce_tile is None or len(out_axes) != 1 or len(red_axes) != 1 or work < 1 << 22: return None
+  if any(axes[i].src[0].op is not Ops.CONST for i in out_axes + red_axes): return None
+  st = access_strides(ast, axes[red_axes[0]], Ops.LOAD)
+  if not set(st) <= {0, 1} or 1 not in st or loads_contiguous(ast, axes[out_axes[0]], [axes[red_axes[0]]]): return None
+  budget = max(1, caps.big_reduce_tile[0] // max(caps.vector_width, 1)) * caps.big_reduce_tile[1] // max(_accumulators(ast, hoisted), 1)
+  rows = tuple(a for a in _halvings(ROW_STREAMS) if a <= budget)
+  return rows or None
 
 def _accumulators(ast: UOp, hoisted: set[UOp]) -> int:
   """Accumulators an output of the kernel holds: its reduces, not counting the hoisted ones (run once, above the output loops)."""
@@ -469,8 +487,9 @@ def _packed_tiles(ast: UOp, caches: tuple[int, ...]) -> list[Opt]:
   p contiguous panels once per block and K block (PACK) and the row tile's R x kc slice of A into R contiguous rows once per
   row tile (PACKROWS). The register tile then reads A's tile from the L1 for each of the p panels, which stream from the L2.
   kc: the largest divisor of K (at least 32) whose A tile fits half the L1 (R x kc, `caches[0]`): unpacked, the R rows of a
-  power-of-two row length share a few L1 sets and evict each other. p: the largest divisor of the panel count whose
-  block of B fits the L2 (p x kc x U, `caches[1]`, and MAX_PACKED_BLOCK) and leaves at least 2 blocks; at least MIN_TILE_REUSE. [] where the loops
+  power-of-two row length share a few L1 sets and evict each other. p: near the most panels whose block of B fits the L2
+  (p x kc x U, `caches[1]`, and MAX_PACKED_BLOCK) leaving at least 2 blocks, the panel loop padded to whole blocks where no
+  divisor comes close (`_panel_block`); at least MIN_TILE_REUSE. [] where the loops
   don't nest so, A has fewer than MIN_PANEL_REUSE row tiles, p or kc has no such value, or an opt doesn't apply (a bf16
   matmul: KBLOCK can't accumulate its fp32 sum in the output)."""
   l1, l2 = caches[0], caches[1]
@@ -483,13 +502,18 @@ def _packed_tiles(ast: UOp, caches: tuple[int, ...]) -> list[Opt]:
   k, n = reds[0].src[0].arg, cols.src[0].arg
   kc = next((d for d in range(min(k, (l1 // 2) // tile_col), 31, -1) if k % d == 0), None)
   if kc is None: return []
-  p = next((d for d in range(min(n // 2, min(l2, MAX_PACKED_BLOCK) // (kc * panel_row)), 0, -1) if n % d == 0), 1)
+  p, padded = _panel_block(n, min(n // 2, min(l2, MAX_PACKED_BLOCK) // (kc * panel_row)))
   if p < MIN_TILE_REUSE: return []
   try:
-    cur = apply_opt(ast, split := Opt(OptOps.SPLIT, axes.index(cols), p))
+    opts: list[Opt] = []
+    cur = ast
+    if padded > n:
+      cur = apply_opt(cur, pad := Opt(OptOps.PADTO, axes.index(cols), p))
+      opts.append(pad)
+    cur = apply_opt(cur, split := Opt(OptOps.SPLIT, kernel_axes(cur).index(_same_axis(cur, cols)), p))
     inner = next(r for r in kernel_axes(cur) if r.arg[1] is cols.arg[1] and r.arg[0] not in {x.arg[0] for x in axes})
     cur = apply_opt(cur, swap := Opt(OptOps.SWAP, kernel_axes(cur).index(_same_axis(cur, rows)), kernel_axes(cur).index(inner)))
-    opts = [split, swap]
+    opts += [split, swap]
     if kc < k:
       cur = apply_opt(cur, o := Opt(OptOps.KBLOCK, kernel_axes(cur).index(_same_axis(cur, reds[0])), kc))
       opts.append(o)
@@ -499,6 +523,19 @@ def _packed_tiles(ast: UOp, caches: tuple[int, ...]) -> list[Opt]:
       opts.append(o)
   except KernelOptError: return []
   return opts
+
+def _panel_block(n: int, target: int) -> tuple[int, int]:
+  """(p, padded): column panels per block for `_packed_tiles`, n panels at most `target` (from the caches) a block. The
+  fewest blocks whose even share of the panels rounds up by at most one panel or 1/32 of them (the last block then has
+  masked panels: PADTO), so a panel count no good block size divides (63 panels of 2000 padded columns: blocks of 9, 7
+  of them) still gets blocks near the target (16, 4 of them), each packed row tile reused by as many panels and the
+  blocks (the loop the cores share) few and even. Where no block count pads that little, the largest divisor of n up
+  to `target` (padded = n)."""
+  if target >= 1:
+    for b in range(-(-n // target), n + 1):
+      p = -(-n // b)
+      if b * p - n <= max(1, n // 32): return p, b * p
+  return next((d for d in range(target, 0, -1) if n % d == 0), 1), n
 
 def _whole_k_panel(ast: UOp, panel_bytes: int, caches: tuple[int, ...]) -> bool:
   """Does a packed matmul keep the whole reduce in its panels (no KBLOCK)? Each K block's pass re-reads and re-writes
