@@ -742,10 +742,11 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, RandomMixin,
       k += 1
     def pairs(t: Tensor) -> Tensor:  # (..., 2) bfloat16 -> (...) uint32, the first of each pair in the low half
       lo, hi = (t[..., i].bitcast(dtypes.uint16).cast(dtypes.uint32) for i in (0, 1))
-      return (lo | (hi << 16)).contiguous()
+      return lo | (hi << 16)
     n = w.shape[-1]
-    xa = pairs(x.reshape(*x.shape[:-1], k // 2, 2))  # (..., M, K/2)
-    wb = pairs(w.reshape(*w.shape[:-2], k // 2, 2, n).transpose(-1, -2))  # (..., K/2, N): B[2i, j] and B[2i+1, j] in one uint32
+    xa = pairs(x.reshape(*x.shape[:-1], k // 2, 2)).contiguous()  # (..., M, K/2)
+    # (..., K/2, N): B[2i, j] and B[2i+1, j] in one uint32, joined in the matmul kernel (its packed panels' copy joins them once)
+    wb = pairs(w.reshape(*w.shape[:-2], k // 2, 2, n).transpose(-1, -2))
     xa = xa.reshape(*xa.shape[:-1], 1, k // 2)
     wb = wb.reshape(*wb.shape[:-2], 1, k // 2, n).transpose(-1, -2)
     ret = xa.dpbf16(wb).sum(-1, dtype=dtypes.float32)
