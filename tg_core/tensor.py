@@ -737,6 +737,10 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, RandomMixin,
     if prod(_broadcast_shape(x.shape[:-2], w.shape[:-2])) * x.shape[-2] < MIN_DPBF16_ROWS * prod(w.shape[:-2]): return None
     from tg_core.device import Device
     if not Device[x.device].renderer.caps.native_dpbf16: return None
+    # B's pairs are joined in the matmul kernel (its packed panels' copy joins each once) where B's rows are a stored buffer's,
+    # each a K pair's halves read at unit stride along N; else (an odd K's pad, a transposed, broadcast or computed B, whose
+    # join would run at every reduce step) in a kernel of their own
+    join_b = x.shape[-1] % 2 == 0 and _is_flat_contiguous(w.uop)
     if (k := x.shape[-1]) % 2:  # an odd K: a zero pair half, whose products add 0
       x, w = x.pad(((0, 0),) * (x.ndim - 1) + ((0, 1),)), w.pad(((0, 0),) * (w.ndim - 2) + ((0, 1), (0, 0)))
       k += 1
@@ -745,8 +749,8 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, RandomMixin,
       return lo | (hi << 16)
     n = w.shape[-1]
     xa = pairs(x.reshape(*x.shape[:-1], k // 2, 2)).contiguous()  # (..., M, K/2)
-    # (..., K/2, N): B[2i, j] and B[2i+1, j] in one uint32, joined in the matmul kernel (its packed panels' copy joins them once)
-    wb = pairs(w.reshape(*w.shape[:-2], k // 2, 2, n).transpose(-1, -2))
+    wb = pairs(w.reshape(*w.shape[:-2], k // 2, 2, n).transpose(-1, -2))  # (..., K/2, N): B[2i, j] and B[2i+1, j] in one uint32
+    if not join_b: wb = wb.contiguous()
     xa = xa.reshape(*xa.shape[:-1], 1, k // 2)
     wb = wb.reshape(*wb.shape[:-2], 1, k // 2, n).transpose(-1, -2)
     ret = xa.dpbf16(wb).sum(-1, dtype=dtypes.float32)
