@@ -5,7 +5,7 @@ from typing import TYPE_CHECKING
 
 from tg_core.uop import Ops
 from tg_core.uop.ops import AxisType, UOp
-from tg_core.codegen.opt.apply import KernelOptError, Opt, OptOps, apply_opt, kernel_axes, nesting
+from tg_core.codegen.opt.apply import KernelOptError, Opt, OptOps, apply_opt, kernel_axes, nesting, packed_value
 from tg_core.codegen.vectorize import access_strides, affine, loads_contiguous
 
 if TYPE_CHECKING:
@@ -287,11 +287,12 @@ def _windowed_input(ast: UOp, caches: tuple[int, ...], width: int) -> list[Opt]:
   except KernelOptError: return []
   return opts + [o]
 
-def _one_operand(strided: list[UOp]) -> tuple[UOp, int] | None:
-  """The operand read by the loads `strided` (those strided along the reduce) when they all read one buffer: (one of them, the
-  bytes the loads read per element of it per reduce step), else None. Usually one load; a bf16 matmul's B is two, the rows
-  of a K pair, joined into one uint32 in the kernel (and in its packed panels' copy, see apply.packed_value)."""
-  if not strided or any(u.src[0].src[0] is not strided[0].src[0].src[0] for u in strided): return None
+def _one_operand(ast: UOp, strided: list[UOp]) -> tuple[UOp, int] | None:
+  """The operand read by the loads `strided` (those strided along the reduce): (one of them, the bytes they read per element
+  of it per reduce step), or None. Usually one load; a bf16 matmul's B can be two, the rows of a K pair joined into one
+  uint32 value in the kernel (apply.packed_value: the join PACK copies); loads that aren't one value are no one operand."""
+  if len(strided) == 1: return strided[0], strided[0].dtype.itemsize
+  if packed_value(ast, strided) is None: return None
   return strided[0], sum(u.dtype.itemsize for u in strided)
 
 def _loop_order(ast: UOp, caches: tuple[int, ...]) -> list[Opt]:
@@ -317,7 +318,7 @@ def _loop_order(ast: UOp, caches: tuple[int, ...]) -> list[Opt]:
   strided = [u for u, st in loads if st not in (0, 1)]
   # (sizes per K row: a DPBF16 step takes two K rows in each element of its strided operand, where an fp32 matmul's takes one)
   per_step = 2 if any(u.op is Ops.DPBF16 for u in ast.toposort()) else 1
-  if (one := _one_operand(strided)) is None: return []
+  if (one := _one_operand(ast, strided)) is None: return []
   b = one[0]
   if nbytes(b) <= caches[1] or per_step * nbytes(b) < out_bytes: return []
   if not uses(b, inner) or uses(b, outer): return []
@@ -344,7 +345,7 @@ def _strided_operand_blocks(ast: UOp, caches: tuple[int, ...]) -> list[Opt]:
   def uses(u: UOp, r: UOp) -> bool: return r in u.src[0].src[1].toposort()
   # (a padded axis clamps A's row index, min(r, s-1): its stride along the reduce can read as unknown, None)
   strided = [u for u in loads if access_strides(u, reds[0], Ops.LOAD)[-1] not in (0, 1, None)]
-  if (one := _one_operand(strided)) is None or nbytes(b := one[0]) <= caches[1] or not uses(b, inner) or uses(b, outer): return []
+  if (one := _one_operand(ast, strided)) is None or nbytes(b := one[0]) <= caches[1] or not uses(b, inner) or uses(b, outer): return []
   n = inner.src[0].arg
   blocks = next((c for c in range(2, n + 1) if n % c == 0 and nbytes(b) // c <= caches[1] // 2), None)
   if blocks is None or blocks * sum(nbytes(u) for u in loads if u not in strided) >= outer.src[0].arg * nbytes(b): return []
@@ -383,7 +384,7 @@ def _reduce_block(ast: UOp, caches: tuple[int, ...]) -> Opt | None:
   k = reds[0].src[0].arg
   loads = [u for u in ast.toposort() if u.op is Ops.LOAD and u.src[0].op is Ops.INDEX]
   strided = [u for u, st in zip(loads, access_strides(ast, reds[0], Ops.LOAD)) if st not in (0, 1)]
-  if (one := _one_operand(strided)) is None: return None
+  if (one := _one_operand(ast, strided)) is None: return None
   ups = [r for r in axes if r.arg[1] is AxisType.UPCAST and r in one[0].src[0].src[1].toposort()]
   row = functools.reduce(lambda a, b: a * b, [r.src[0].arg for r in ups], 1) * one[1]
   kmax = (l1 // 2) // row
@@ -418,10 +419,10 @@ def _panel_matmul(ast: UOp) -> tuple[list[UOp], UOp, UOp, list[UOp], list[UOp], 
   strided = [u for u in loads if (st := access_strides(u, reds[0], Ops.LOAD)) and st[-1] not in (0, 1, None)]
   return axes, rows, cols, reds, loads, strided
 
-def _panel_operand(strided: list[UOp], rows: UOp, cols: UOp) -> tuple[UOp, int] | None:
+def _panel_operand(ast: UOp, strided: list[UOp], rows: UOp, cols: UOp) -> tuple[UOp, int] | None:
   """The packed operand of a panel matmul (`_one_operand` of its strided loads) when it depends on the column panels and not
   on the row tiles, else None."""
-  if (one := _one_operand(strided)) is None or cols not in one[0].src[0].ranges or rows in one[0].src[0].ranges: return None
+  if (one := _one_operand(ast, strided)) is None or cols not in one[0].src[0].ranges or rows in one[0].src[0].ranges: return None
   return one
 
 def _packed_panels(ast: UOp, caches: tuple[int, ...]) -> list[Opt]:
@@ -438,7 +439,7 @@ def _packed_panels(ast: UOp, caches: tuple[int, ...]) -> list[Opt]:
   l1, l2 = caches[0], caches[1]
   if (m := _panel_matmul(ast)) is None: return []
   axes, rows, cols, reds, loads, strided = m
-  if (one := _panel_operand(strided, rows, cols)) is None: return []
+  if (one := _panel_operand(ast, strided, rows, cols)) is None: return []
   ups = [r for r in one[0].src[0].ranges if r.arg[1] is AxisType.UPCAST]
   panel = functools.reduce(lambda a, b: a * b, [r.src[0].arg for r in ups], 1) * one[1]  # bytes of one panel row
   k, n = reds[0].src[0].arg, cols.src[0].arg
@@ -492,7 +493,7 @@ def _packed_tiles(ast: UOp, caches: tuple[int, ...]) -> list[Opt]:
   if (m := _panel_matmul(ast)) is None: return []
   axes, rows, cols, reds, loads, strided = m
   streamed = [u for u in loads if u not in strided and access_strides(u, reds[0], Ops.LOAD)[-1] == 1]
-  if (one := _panel_operand(strided, rows, cols)) is None or len(streamed) != 1: return []
+  if (one := _panel_operand(ast, strided, rows, cols)) is None or len(streamed) != 1: return []
   def tile(u: UOp) -> int: return functools.reduce(lambda a, b: a * b, [r.src[0].arg for r in u.src[0].ranges if r.arg[1] is AxisType.UPCAST], 1)
   panel_row, tile_col = tile(one[0]) * one[1], tile(streamed[0]) * streamed[0].dtype.itemsize  # bytes a reduce step reads of each
   k, n = reds[0].src[0].arg, cols.src[0].arg
