@@ -320,7 +320,9 @@ def _loop_order(ast: UOp, caches: tuple[int, ...]) -> list[Opt]:
   per_step = 2 if any(u.op is Ops.DPBF16 for u in ast.toposort()) else 1
   if (one := _one_operand(ast, strided)) is None: return []
   b = one[0]
-  if nbytes(b) <= caches[1] or per_step * nbytes(b) < out_bytes: return []
+  # (a joined operand, apply.packed_value, goes outside whatever the sizes: its packed panels then join each pair once, where
+  # in the other order the join runs again for every row tile)
+  if len(strided) == 1 and (nbytes(b) <= caches[1] or per_step * nbytes(b) < out_bytes): return []
   if not uses(b, inner) or uses(b, outer): return []
   # the loop of the strided operand (`inner` now) goes outside the streamed operand's loop (`outer` now)
   return [Opt(OptOps.SWAP, axes.index(outer), axes.index(inner))]
