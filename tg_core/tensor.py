@@ -723,8 +723,9 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, RandomMixin,
   def _dot_bf16_pairs(self, w: Tensor, dtype: DTypeLike | None) -> Tensor | None:
     """A bfloat16 matmul on a device whose renderer has the bfloat16 pair dot product (caps.native_dpbf16), else None (the
     plain product-and-sum, bfloat16 emulated where the target lacks it). K is taken in pairs: A's rows as uint32 (a pair of
-    neighbours, padded to an even K with a zero), B's rows interleaved pairwise per column into uint32 (one copy of B, which
-    the matmul's packed panels then read a vector of columns at a time), summed in float32 (Tensor.dpbf16, products exact),
+    neighbours, padded to an even K with a zero), B's rows interleaved pairwise per column into uint32 (for a stored B of even
+    K joined inside the matmul kernel, where its packed panels' copy joins each pair once; else one copy of B), summed in
+    float32 (Tensor.dpbf16, products exact),
     the float32 result realized before its cast so the cache-blocked matmul can accumulate its K blocks in it. Not for:
     gradients (the packing isn't differentiable), multi-device tensors, vectors, and fewer than MIN_DPBF16_ROWS rows of A per
     matrix of B (a matvec `x @ W` would copy all of W to read it once)."""

@@ -12,7 +12,8 @@ output loop and the register accumulators sum one block, which is added to the o
 the operand slices one block reads stay in cache while the output loops inside it pass over them. PADTO rounds an output
 axis up to a multiple of `arg`, gating every access that depends on it, so a tile that doesn't divide it can still apply.
 PACK (`axis`: a REDUCE range, after KBLOCK) copies the slice of the one operand read with a stride along that reduce
-(B's rows in A @ B) into a contiguous kernel-local buffer, once per iteration of the loops that slice depends on, and
+(B's rows in A @ B; or the one value several loads of one buffer make, a bf16 matmul's B rows joined in pairs, see
+`packed_value`) into a contiguous kernel-local buffer, once per iteration of the loops that slice depends on, and
 the reduce reads the copy at unit stride (see `_pack_operand`). WINDOW (`axis`: an output loop) copies the window a gated load
 (a padded convolution's input) reads inside that loop into a kernel-local buffer, gate applied once per element, and the
 reduce reads the copy ungated (see `_copy_window`). PACKROWS (same axis and arg) copies the register tile's rows
