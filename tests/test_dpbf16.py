@@ -123,13 +123,17 @@ def _check_bf16_result(got: np.ndarray, a: np.ndarray, b: np.ndarray, exact_prod
 SHAPES = [((64, 64), (64, 64)), ((40, 17), (17, 45)), ((33, 1), (1, 7)), ((130, 255), (255, 97)), ((3, 48, 35), (3, 35, 50)),
           ((2, 1, 64, 30), (5, 30, 19)), ((256, 256), (256, 256))]
 
+@pytest.mark.parametrize("stored", [False, True])
 @pytest.mark.parametrize("sa,sb", SHAPES)
-def test_bf16_matmul_pairs(sa: tuple[int, ...], sb: tuple[int, ...]) -> None:
+def test_bf16_matmul_pairs(sa: tuple[int, ...], sb: tuple[int, ...], stored: bool) -> None:
   """On CPU with the pair dot product (the host's AVX512_BF16, else declared on the renderer for the test: codegen then lowers
-  DPBF16): odd K (a zero pad), sizes no tile divides, batched and broadcast batches; bfloat16 out, products exact."""
+  DPBF16): odd K (a zero pad), sizes no tile divides, batched and broadcast batches; bfloat16 out, products exact. `stored`:
+  the operands realized first (a stored B of even K has its pairs joined in the matmul kernel, a computed one copied)."""
   a, b = _matmul_case(sa, sb, sum(sa) + sum(sb))
   with _native_dpbf16("CPU", Device["CPU"].renderer.caps.native_dpbf16 or True):
-    out = Tensor(a, device="CPU").cast(dtypes.bfloat16) @ Tensor(b, device="CPU").cast(dtypes.bfloat16)
+    ta, tb = Tensor(a, device="CPU").cast(dtypes.bfloat16), Tensor(b, device="CPU").cast(dtypes.bfloat16)
+    if stored: ta, tb = ta.realize(), tb.realize()
+    out = ta @ tb
     assert out.dtype == dtypes.bfloat16 and out.shape == np.broadcast_shapes(sa[:-2], sb[:-2]) + (sa[-2], sb[-1])
     assert any(u.op is Ops.DPBF16 for u in out.uop.toposort())
     got = out.float().numpy()
