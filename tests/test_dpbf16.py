@@ -123,13 +123,17 @@ def _check_bf16_result(got: np.ndarray, a: np.ndarray, b: np.ndarray, exact_prod
 SHAPES = [((64, 64), (64, 64)), ((40, 17), (17, 45)), ((33, 1), (1, 7)), ((130, 255), (255, 97)), ((3, 48, 35), (3, 35, 50)),
           ((2, 1, 64, 30), (5, 30, 19)), ((256, 256), (256, 256))]
 
+@pytest.mark.parametrize("stored", [False, True])
 @pytest.mark.parametrize("sa,sb", SHAPES)
-def test_bf16_matmul_pairs(sa: tuple[int, ...], sb: tuple[int, ...]) -> None:
+def test_bf16_matmul_pairs(sa: tuple[int, ...], sb: tuple[int, ...], stored: bool) -> None:
   """On CPU with the pair dot product (the host's AVX512_BF16, else declared on the renderer for the test: codegen then lowers
-  DPBF16): odd K (a zero pad), sizes no tile divides, batched and broadcast batches; bfloat16 out, products exact."""
+  DPBF16): odd K (a zero pad), sizes no tile divides, batched and broadcast batches; bfloat16 out, products exact. `stored`:
+  the operands realized first (a stored B of even K has its pairs joined in the matmul kernel, a computed one copied)."""
   a, b = _matmul_case(sa, sb, sum(sa) + sum(sb))
   with _native_dpbf16("CPU", Device["CPU"].renderer.caps.native_dpbf16 or True):
-    out = Tensor(a, device="CPU").cast(dtypes.bfloat16) @ Tensor(b, device="CPU").cast(dtypes.bfloat16)
+    ta, tb = Tensor(a, device="CPU").cast(dtypes.bfloat16), Tensor(b, device="CPU").cast(dtypes.bfloat16)
+    if stored: ta, tb = ta.realize(), tb.realize()
+    out = ta @ tb
     assert out.dtype == dtypes.bfloat16 and out.shape == np.broadcast_shapes(sa[:-2], sb[:-2]) + (sa[-2], sb[-1])
     assert any(u.op is Ops.DPBF16 for u in out.uop.toposort())
     got = out.float().numpy()
@@ -167,3 +171,26 @@ def test_bf16_matmul_keeps_the_plain_path_for_grads_and_matvecs() -> None:
     assert any(u.op is Ops.DPBF16 for u in (a.reshape(64, 1, 8) @ w).uop.toposort())  # 64 rows share one B
     assert not any(u.op is Ops.DPBF16 for u in (a @ w.requires_grad_()).uop.toposort())
     assert any(u.op is Ops.DPBF16 for u in (a @ w.detach()).uop.toposort())
+
+def test_bf16_matmul_packed_panels_join_b_pairs() -> None:
+  """A matmul big enough for packed panels (caches declared small, so a small one is) of a stored B: B's K-row pairs are
+  joined in the matmul kernel's panel copy (PACK of a value of two loads), not in a kernel of their own; columns no tile
+  divides. Values against torch."""
+  from tg_core.codegen.opt import OptOps, hand_coded_optimizations
+  from tg_core.engine.realize import run_schedule
+  a, b = _matmul_case((192, 512), (512, 300), 11)
+  ren = Device["CPU"].renderer
+  old = ren.caps
+  ren.caps = dataclasses.replace(old, native_dpbf16=old.native_dpbf16 or True, cache_sizes=(16 << 10, 256 << 10, 4 << 20),
+                                 big_reduce_tile=old.big_reduce_tile or (16, 6))
+  try:
+    out = Tensor(a, device="CPU").cast(dtypes.bfloat16).realize() @ Tensor(b, device="CPU").cast(dtypes.bfloat16).realize()
+    sched = out.schedule()
+    items = [si for si in sched if si.ast.op is Ops.SINK]
+    mm = [si for si in items if any(u.op is Ops.DPBF16 for u in si.ast.toposort())]
+    assert len(mm) == 1 and len(items) == 3, "A's pairs, the matmul (B's pairs joined in it), the bfloat16 cast"
+    assert OptOps.PACK in [o.op for o in hand_coded_optimizations(mm[0].ast, ren.caps)]
+    run_schedule(sched)
+    got = out.float().numpy()
+  finally: ren.caps = old
+  _check_bf16_result(got, a, b, exact_products=True)

@@ -723,8 +723,9 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, RandomMixin,
   def _dot_bf16_pairs(self, w: Tensor, dtype: DTypeLike | None) -> Tensor | None:
     """A bfloat16 matmul on a device whose renderer has the bfloat16 pair dot product (caps.native_dpbf16), else None (the
     plain product-and-sum, bfloat16 emulated where the target lacks it). K is taken in pairs: A's rows as uint32 (a pair of
-    neighbours, padded to an even K with a zero), B's rows interleaved pairwise per column into uint32 (one copy of B, which
-    the matmul's packed panels then read a vector of columns at a time), summed in float32 (Tensor.dpbf16, products exact),
+    neighbours, padded to an even K with a zero), B's rows interleaved pairwise per column into uint32 (for a stored B of even
+    K joined inside the matmul kernel, where its packed panels' copy joins each pair once; else one copy of B), summed in
+    float32 (Tensor.dpbf16, products exact),
     the float32 result realized before its cast so the cache-blocked matmul can accumulate its K blocks in it. Not for:
     gradients (the packing isn't differentiable), multi-device tensors, vectors, and fewer than MIN_DPBF16_ROWS rows of A per
     matrix of B (a matvec `x @ W` would copy all of W to read it once)."""
@@ -737,15 +738,20 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, RandomMixin,
     if prod(_broadcast_shape(x.shape[:-2], w.shape[:-2])) * x.shape[-2] < MIN_DPBF16_ROWS * prod(w.shape[:-2]): return None
     from tg_core.device import Device
     if not Device[x.device].renderer.caps.native_dpbf16: return None
+    # B's pairs are joined in the matmul kernel (its packed panels' copy joins each once) where B's rows are a stored buffer's,
+    # each a K pair's halves read at unit stride along N; else (an odd K's pad, a transposed, broadcast or computed B, whose
+    # join would run at every reduce step) in a kernel of their own
+    join_b = x.shape[-1] % 2 == 0 and _is_flat_contiguous(w.uop)
     if (k := x.shape[-1]) % 2:  # an odd K: a zero pair half, whose products add 0
       x, w = x.pad(((0, 0),) * (x.ndim - 1) + ((0, 1),)), w.pad(((0, 0),) * (w.ndim - 2) + ((0, 1), (0, 0)))
       k += 1
     def pairs(t: Tensor) -> Tensor:  # (..., 2) bfloat16 -> (...) uint32, the first of each pair in the low half
       lo, hi = (t[..., i].bitcast(dtypes.uint16).cast(dtypes.uint32) for i in (0, 1))
-      return (lo | (hi << 16)).contiguous()
+      return lo | (hi << 16)
     n = w.shape[-1]
-    xa = pairs(x.reshape(*x.shape[:-1], k // 2, 2))  # (..., M, K/2)
+    xa = pairs(x.reshape(*x.shape[:-1], k // 2, 2)).contiguous()  # (..., M, K/2)
     wb = pairs(w.reshape(*w.shape[:-2], k // 2, 2, n).transpose(-1, -2))  # (..., K/2, N): B[2i, j] and B[2i+1, j] in one uint32
+    if not join_b: wb = wb.contiguous()
     xa = xa.reshape(*xa.shape[:-1], 1, k // 2)
     wb = wb.reshape(*wb.shape[:-2], 1, k // 2, n).transpose(-1, -2)
     ret = xa.dpbf16(wb).sum(-1, dtype=dtypes.float32)

@@ -12,7 +12,8 @@ output loop and the register accumulators sum one block, which is added to the o
 the operand slices one block reads stay in cache while the output loops inside it pass over them. PADTO rounds an output
 axis up to a multiple of `arg`, gating every access that depends on it, so a tile that doesn't divide it can still apply.
 PACK (`axis`: a REDUCE range, after KBLOCK) copies the slice of the one operand read with a stride along that reduce
-(B's rows in A @ B) into a contiguous kernel-local buffer, once per iteration of the loops that slice depends on, and
+(B's rows in A @ B; or the one value several loads of one buffer make, a bf16 matmul's B rows joined in pairs, see
+`packed_value`) into a contiguous kernel-local buffer, once per iteration of the loops that slice depends on, and
 the reduce reads the copy at unit stride (see `_pack_operand`). WINDOW (`axis`: an output loop) copies the window a gated load
 (a padded convolution's input) reads inside that loop into a kernel-local buffer, gate applied once per element, and the
 reduce reads the copy ungated (see `_copy_window`). PACKROWS (same axis and arg) copies the register tile's rows
@@ -229,9 +230,12 @@ def _pack(ast: UOp, opt: Opt, axes: list[UOp], rows: bool) -> UOp:
     # (a PADTO'd row axis clamps A's row, min(i, s-1): its stride along the rows isn't affine, and needn't be for the copy)
     if rows or ((ua := affine(idx.src[1], ups[0])) is not None and ua[1] == 1): cands.append((u, ups[0]))
   what = "contiguous along axis {} and strided along an upcast axis" if rows else "strided along axis {} and contiguous along an upcast axis"
-  if len(cands) != 1: raise KernelOptError(f"{opt.op} needs one load {what.format(opt.axis)}, found {len(cands)}")
-  ld, up = cands[0]
-  if c is not None and c not in ld.src[0].ranges: raise KernelOptError(f"{opt.op}: the packed load doesn't depend on axis {opt.arg}")
+  if len(cands) != 1 and (rows or (ld := packed_value(reds[0].src[0], [u for u, _ in cands])) is None or len({x for _, x in cands}) != 1):
+    raise KernelOptError(f"{opt.op} needs one load {what.format(opt.axis)} (or several of one buffer, one value), found {len(cands)}")
+  if len(cands) == 1: ld = cands[0][0]
+  up = cands[0][1]
+  if c is not None and c not in (ld.src[0] if ld.op is Ops.LOAD else ld).ranges:
+    raise KernelOptError(f"{opt.op}: the packed load doesn't depend on axis {opt.arg}")
   n_up, n_c = _range_size(up), _range_size(c) if c is not None else 1
   next_id = max(x.arg[0] for x in axes) + 1
   cc = UOp.range(n_c, next_id + 2, AxisType.REDUCE, c.dtype) if c is not None else None
@@ -250,11 +254,24 @@ def _pack(ast: UOp, opt: Opt, axes: list[UOp], rows: bool) -> UOp:
     kk, ju = UOp.range(k, next_id, AxisType.REDUCE, r.dtype), UOp.range(n_up, next_id + 1, AxisType.UPCAST, up.dtype)
     def at(c_: UOp | None, k_: UOp, u_: UOp) -> UOp: return ((c_ * k + k_) if c_ is not None else k_) * n_up + u_
     loops = (ju, cc, kk)
-  copy: UOp = panel.index(at(cc, kk, ju)).store(ld.src[0].substitute({r: kk, up: ju, **({c: cc} if c is not None else {})}).load())
+  fresh = {r: kk, up: ju, **({c: cc} if c is not None else {})}
+  copy: UOp = panel.index(at(cc, kk, ju)).store(ld.src[0].substitute(fresh).load() if ld.op is Ops.LOAD else ld.substitute(fresh))
   for rng in loops:
     if rng is not None: copy = UOp(Ops.END, dtypes.void, (copy, rng))
   ret = ast.substitute({ld: panel.after(copy).index(at(c, r, up)).load()})
   return ret.replace(arg=_with_opts(ret.arg, opt))
+
+def packed_value(body: UOp, loads: list[UOp]) -> UOp | None:
+  """The one value of `body` made of `loads` (global loads of one buffer) and constants alone, which PACK copies in their
+  place: the smallest node over all of them (a bf16 matmul's B read as two rows, B[2k, j] | B[2k+1, j] << 16, joined
+  into its uint32 pair in the copy instead of in a kernel of its own). None when they read different buffers or no such
+  node holds only them (their values meet only in the multiply-add with the other operand)."""
+  if not loads or any(u.src[0].src[0] is not loads[0].src[0].src[0] for u in loads): return None
+  want = set(loads)
+  for v in body.toposort():
+    if v.op in (Ops.LOAD, Ops.INDEX) or not want <= set(top := v.toposort()): continue
+    return v if all(u in want for u in top if u.op is Ops.LOAD) else None
+  return None
 
 def _copy_window(ast: UOp, opt: Opt, axes: list[UOp]) -> UOp:
   """WINDOW: the one global load in a REDUCE whose gate varies with its reduce ranges (a padded convolution's input: the

@@ -5,7 +5,7 @@ from typing import TYPE_CHECKING
 
 from tg_core.uop import Ops
 from tg_core.uop.ops import AxisType, UOp
-from tg_core.codegen.opt.apply import KernelOptError, Opt, OptOps, apply_opt, kernel_axes, nesting
+from tg_core.codegen.opt.apply import KernelOptError, Opt, OptOps, apply_opt, kernel_axes, nesting, packed_value
 from tg_core.codegen.vectorize import access_strides, affine, loads_contiguous
 
 if TYPE_CHECKING:
@@ -305,6 +305,14 @@ def _windowed_input(ast: UOp, caches: tuple[int, ...], width: int) -> list[Opt]:
   except KernelOptError: return []
   return opts + [o]
 
+def _one_operand(ast: UOp, strided: list[UOp]) -> tuple[UOp, int] | None:
+  """The operand read by the loads `strided` (those strided along the reduce): (one of them, the bytes they read per element
+  of it per reduce step), or None. Usually one load; a bf16 matmul's B can be two, the rows of a K pair joined into one
+  uint32 value in the kernel (apply.packed_value: the join PACK copies); loads that aren't one value are no one operand."""
+  if len(strided) == 1: return strided[0], strided[0].dtype.itemsize
+  if packed_value(ast, strided) is None: return None
+  return strided[0], sum(u.dtype.itemsize for u in strided)
+
 def _loop_order(ast: UOp, caches: tuple[int, ...]) -> list[Opt]:
   """Loop order for cache reuse in a tiled kernel with two output loops and one reduce (a matmul): the operand read with
   a stride along the reduce (B's columns in A @ B) should stay in cache while the operand read contiguously along it (A's
@@ -328,8 +336,12 @@ def _loop_order(ast: UOp, caches: tuple[int, ...]) -> list[Opt]:
   strided = [u for u, st in loads if st not in (0, 1)]
   # (sizes per K row: a DPBF16 step takes two K rows in each element of its strided operand, where an fp32 matmul's takes one)
   per_step = 2 if any(u.op is Ops.DPBF16 for u in ast.toposort()) else 1
-  if len(strided) != 1 or nbytes(strided[0]) <= caches[1] or per_step * nbytes(strided[0]) < out_bytes: return []
-  if not uses(strided[0], inner) or uses(strided[0], outer): return []
+  if (one := _one_operand(ast, strided)) is None: return []
+  b = one[0]
+  # (a joined operand, apply.packed_value, goes outside whatever the sizes: its packed panels then join each pair once, where
+  # in the other order the join runs again for every row tile)
+  if len(strided) == 1 and (nbytes(b) <= caches[1] or per_step * nbytes(b) < out_bytes): return []
+  if not uses(b, inner) or uses(b, outer): return []
   # the loop of the strided operand (`inner` now) goes outside the streamed operand's loop (`outer` now)
   return [Opt(OptOps.SWAP, axes.index(outer), axes.index(inner))]
 
@@ -353,10 +365,10 @@ def _strided_operand_blocks(ast: UOp, caches: tuple[int, ...]) -> list[Opt]:
   def uses(u: UOp, r: UOp) -> bool: return r in u.src[0].src[1].toposort()
   # (a padded axis clamps A's row index, min(r, s-1): its stride along the reduce can read as unknown, None)
   strided = [u for u in loads if access_strides(u, reds[0], Ops.LOAD)[-1] not in (0, 1, None)]
-  if len(strided) != 1 or nbytes(b := strided[0]) <= caches[1] or not uses(b, inner) or uses(b, outer): return []
+  if (one := _one_operand(ast, strided)) is None or nbytes(b := one[0]) <= caches[1] or not uses(b, inner) or uses(b, outer): return []
   n = inner.src[0].arg
   blocks = next((c for c in range(2, n + 1) if n % c == 0 and nbytes(b) // c <= caches[1] // 2), None)
-  if blocks is None or blocks * sum(nbytes(u) for u in loads if u is not b) >= outer.src[0].arg * nbytes(b): return []
+  if blocks is None or blocks * sum(nbytes(u) for u in loads if u not in strided) >= outer.src[0].arg * nbytes(b): return []
   split = Opt(OptOps.SPLIT, axes.index(inner), n // blocks)
   try:
     cur = apply_opt(ast, split)
@@ -392,9 +404,9 @@ def _reduce_block(ast: UOp, caches: tuple[int, ...]) -> Opt | None:
   k = reds[0].src[0].arg
   loads = [u for u in ast.toposort() if u.op is Ops.LOAD and u.src[0].op is Ops.INDEX]
   strided = [u for u, st in zip(loads, access_strides(ast, reds[0], Ops.LOAD)) if st not in (0, 1)]
-  if len(strided) != 1: return None
-  ups = [r for r in axes if r.arg[1] is AxisType.UPCAST and r in strided[0].src[0].src[1].toposort()]
-  row = functools.reduce(lambda a, b: a * b, [r.src[0].arg for r in ups], 1) * strided[0].dtype.itemsize
+  if (one := _one_operand(ast, strided)) is None: return None
+  ups = [r for r in axes if r.arg[1] is AxisType.UPCAST and r in one[0].src[0].src[1].toposort()]
+  row = functools.reduce(lambda a, b: a * b, [r.src[0].arg for r in ups], 1) * one[1]
   kmax = (l1 // 2) // row
   if k <= kmax: return None
   loops = [r for r in axes if r.arg[1] in (AxisType.LOOP, AxisType.GLOBAL)]
@@ -427,6 +439,12 @@ def _panel_matmul(ast: UOp) -> tuple[list[UOp], UOp, UOp, list[UOp], list[UOp], 
   strided = [u for u in loads if (st := access_strides(u, reds[0], Ops.LOAD)) and st[-1] not in (0, 1, None)]
   return axes, rows, cols, reds, loads, strided
 
+def _panel_operand(ast: UOp, strided: list[UOp], rows: UOp, cols: UOp) -> tuple[UOp, int] | None:
+  """The packed operand of a panel matmul (`_one_operand` of its strided loads) when it depends on the column panels and not
+  on the row tiles, else None."""
+  if (one := _one_operand(ast, strided)) is None or cols not in one[0].src[0].ranges or rows in one[0].src[0].ranges: return None
+  return one
+
 def _packed_panels(ast: UOp, caches: tuple[int, ...]) -> list[Opt]:
   """Cache blocking of a tiled matmul (A @ B, register tile U columns x R rows) whose loop over B's column panels runs
   outside the loop over A's row tiles (`_loop_order`): B's rows are a stride apart, a power of two maps them all to a
@@ -441,16 +459,16 @@ def _packed_panels(ast: UOp, caches: tuple[int, ...]) -> list[Opt]:
   l1, l2 = caches[0], caches[1]
   if (m := _panel_matmul(ast)) is None: return []
   axes, rows, cols, reds, loads, strided = m
-  if len(strided) != 1 or cols not in strided[0].src[0].ranges or rows in strided[0].src[0].ranges: return []
-  ups = [r for r in strided[0].src[0].ranges if r.arg[1] is AxisType.UPCAST]
-  panel = functools.reduce(lambda a, b: a * b, [r.src[0].arg for r in ups], 1) * strided[0].dtype.itemsize  # bytes of one panel row
+  if (one := _panel_operand(ast, strided, rows, cols)) is None: return []
+  ups = [r for r in one[0].src[0].ranges if r.arg[1] is AxisType.UPCAST]
+  panel = functools.reduce(lambda a, b: a * b, [r.src[0].arg for r in ups], 1) * one[1]  # bytes of one panel row
   k, n = reds[0].src[0].arg, cols.src[0].arg
   kc = k if (whole := _whole_k_panel(ast, k * panel, caches)) else next((d for d in range(min(k, (l1 // 2) // panel), 31, -1) if k % d == 0), None)
   if kc is None: return []
   # A's rows are swept once per column block: one panel a block (B's panel then stays in the L1) while the slab of A one
   # K block reads fits twice the L2 (1000^3, 1024^3: 1 MB; same run, one Zen 3 core: 55-60 vs 48-52 GFLOPS with blocks
   # of 7), else blocks of p panels (2048^3: 2 MB, a page a row, 57 vs 44 GFLOPS with blocks of 8)
-  others = [u for u in loads if u is not strided[0]]
+  others = [u for u in loads if u not in strided]
   a_slab = sum((u.src[0].src[0].arg.size or 0) * u.dtype.itemsize for u in others) * kc // k
   if whole: p = _whole_k_block(n, a_slab, k * panel, caches)
   else: p = 1 if a_slab <= 2 * l2 else next(d for d in range(max(1, min(n // 2, (l2 // 4) // (kc * panel))), 0, -1) if n % d == 0)
@@ -496,9 +514,9 @@ def _packed_tiles(ast: UOp, caches: tuple[int, ...]) -> list[Opt]:
   if (m := _panel_matmul(ast)) is None: return []
   axes, rows, cols, reds, loads, strided = m
   streamed = [u for u in loads if u not in strided and access_strides(u, reds[0], Ops.LOAD)[-1] == 1]
-  if len(strided) != 1 or len(streamed) != 1 or cols not in strided[0].src[0].ranges or rows in strided[0].src[0].ranges: return []
+  if (one := _panel_operand(ast, strided, rows, cols)) is None or len(streamed) != 1: return []
   def tile(u: UOp) -> int: return functools.reduce(lambda a, b: a * b, [r.src[0].arg for r in u.src[0].ranges if r.arg[1] is AxisType.UPCAST], 1)
-  panel_row, tile_col = tile(strided[0]) * strided[0].dtype.itemsize, tile(streamed[0]) * streamed[0].dtype.itemsize  # bytes a reduce step reads of each
+  panel_row, tile_col = tile(one[0]) * one[1], tile(streamed[0]) * streamed[0].dtype.itemsize  # bytes a reduce step reads of each
   k, n = reds[0].src[0].arg, cols.src[0].arg
   kc = next((d for d in range(min(k, (l1 // 2) // tile_col), 31, -1) if k % d == 0), None)
   if kc is None: return []
