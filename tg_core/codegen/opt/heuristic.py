@@ -46,7 +46,9 @@ def hand_coded_optimizations(ast: UOp, caps: RendererCaps | None = None) -> list
   hoisted = {r for u in ast.toposort() if u.op is Ops.REDUCE and not any(axes[i] in u.src[0].ranges for i in out_axes) for r in u.src[1:]}
   red_axes = [i for i, r in enumerate(axes) if r.arg[1] is AxisType.REDUCE and r not in hoisted]
   sizes = [1 if r in hoisted else axis_size_estimate(r) for r in axes]
-  work = functools.reduce(lambda a, b: a * b, sizes, 1)
+  # a DP4A is 4 multiply-adds, and a reduce body written out op by op (a quantized block's words) holds many: sized by its loops
+  # alone, a matmul over int8 words (16 DP4As a block) looked like a mid-size kernel and got the small tile on 4 lanes
+  work = functools.reduce(lambda a, b: a * b, sizes, 1) * max(1, 4 * sum(1 for u in ast.toposort() if u.op is Ops.DP4A))
   # a kernel with a symbolic axis takes neither a big kernel's padded register tiles, loop order and packed panels nor the
   # mid-size 4x3 tiles (both measured slower on attention against a symbolic-length cache): it keeps the tiny tile set, and is
   # otherwise sized by its estimate
