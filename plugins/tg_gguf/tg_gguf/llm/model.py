@@ -635,7 +635,9 @@ class Transformer:
       isum = Transformer._dot_words(z, (tok(hi), tok(lo)), tok(offs) if offs is not None else None, 1, True)
       y = isum * (z.d.reshape(1, *z.d.shape) * tok(dx))
       out.append((y + z.min.reshape(1, *z.min.shape) * tok(sx) if z.min is not None else y).sum((-2, -1)))
-    return functools.reduce(lambda a, b: a + b, out).reshape(*lead, rows)
+    # realized as a whole: left to a consumer that reduces over its rows (Gemma 3's post-attention norm) the blocks' reduces
+    # were a kernel each (8 for Q4_K, 16 for Q6_K, each reading x's words and writing all the outputs) and a ninth adding them
+    return functools.reduce(lambda a, b: a + b, out).reshape(*lead, rows).contiguous()
 
   def _dot_prefill(self, x: Tensor, dz: tuple[Dot, ...] | None) -> bool:
     """Does the T > 1 product of x with a matrix of integer dot views `dz` take dot_matmul? Where int8_prefill is on and the
