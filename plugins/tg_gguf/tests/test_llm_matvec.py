@@ -254,18 +254,23 @@ def test_dot_matmul_only_with_native_dp4a(monkeypatch: pytest.MonkeyPatch):
     assert Transformer._dot_prefill(model, x, dz) is want, (native, on, x.shape)  # type: ignore[arg-type]
   assert Transformer._dot_prefill(types.SimpleNamespace(int8_prefill=True, device="CPU"), x4, None) is False  # type: ignore[arg-type]
 
-def test_dot_matmul_tile_leaves_room_for_its_sums():
-  """dot_matmul's kernel holds three accumulators an output (the float sum over blocks, the two levels' int32 block sums): on a
-  target with a big register tile the heuristic halves the tile's columns for it, which the plain tile's registers then hold."""
+@pytest.mark.parametrize("rows,cols,T", [(576, 576, 128), (256, 1024, 64), (576, 1536, 16)])
+def test_dot_matmul_takes_a_vector_tile(rows: int, cols: int, T: int):
+  """dot_matmul's kernel is a big one (its DP4As count 4 multiply-adds each, 16 a block): on a target with a big register tile
+  the heuristic tiles it as a matmul, at least a whole vector of rows (a native 16-lane DP4A: vpdpbusd) by several tokens.
+  Sized by its loops alone (the blocks, not their words) it took the mid-size 4 x 4 tile, whose 4-lane DP4A is the portable
+  byte products; half the big tile's columns, as the block's unpacked words share the registers with the accumulators."""
   from tg_core.codegen.opt.heuristic import hand_coded_optimizations
   caps = Device["CPU"].renderer.caps
   if caps.big_reduce_tile is None: pytest.skip("the CPU renderer declares no big register tile")
-  raw = _blocks("Q4_1", 256, 1024)
-  dz = Weights._dot(Weights._interleave_words(raw, 256, "CPU", "Q4_1"), format_for(BY_NAME["Q4_1"].id), 256, 1024)
-  y = Transformer.dot_matmul(Tensor.empty(1, 64, 1024, device="CPU"), dz)
+  raw = _blocks("Q4_1", rows, cols)
+  dz = Weights._dot(Weights._interleave_words(raw, rows, "CPU", "Q4_1"), format_for(BY_NAME["Q4_1"].id), rows, cols)
+  y = Transformer.dot_matmul(Tensor.empty(1, T, cols, device="CPU"), dz)
   ast = [si for si in y.schedule() if si.ast.op.name == "SINK"][-1].ast
   ups = [o for o in hand_coded_optimizations(ast, caps) if o.op is OptOps.UPCAST]
-  assert ups and ups[0].arg <= caps.big_reduce_tile[0] // 2, ups
+  assert len(ups) == 2 and ups[0].arg >= min(16, caps.big_reduce_tile[0] // 2) and ups[1].arg >= 4, ups
+  # half the tile's columns: each row vector's 8 unpacked words of a block stay in registers for all the tile's tokens
+  assert ups[0].arg <= caps.big_reduce_tile[0] // 2, ups
 
 def _mins(name: str, raw: np.ndarray) -> np.ndarray:
   """(n_blocks, block_elems / 32) the min of each 32-element run of a block, decoded from the file's bytes: the part of each

@@ -9,6 +9,7 @@ Bit-exactness: every float op is done in the order gguf-py (and ggml's reference
 scales are decoded from their bits with integer ops (so no device's half conversion is relied on)."""
 from __future__ import annotations
 import functools
+import math
 from collections.abc import Callable
 
 from tg_core import Tensor, dtypes
@@ -531,10 +532,18 @@ def quantize_q8_residual(x: Tensor) -> tuple[Tensor, Tensor]:
   (d = max|x| / 127), lo = round(127 * (x / d - hi)) in -64..64, x's rounding error quantized again. One int8 level (llama.cpp's
   q8 x) rounds an element to 1/254 of its block's largest, which a block with an outlier (a norm weight's channel) makes most of
   the others' value: SmolLM2's logits then left transformers' top 10; two levels keep ~15 bits of the block's range. Two small
-  kernels (a decode step's matvecs are many and small: each kernel more cost it ~15 us): the stats, both levels' words."""
+  kernels (a decode step's matvecs are many and small: each kernel more cost it ~15 us): the stats, both levels' words. Many rows
+  (a prefill's x): d and the sums each a kernel of its own, stats a view of the two; in one kernel the two reduces' loops counted
+  as nested in the heuristic's size estimate, and its 2 x 2 tile ran each block's 32 elements as serial chains."""
   xb = x.reshape(*x.shape[:-1], x.shape[-1] // 32, 32)
-  stats = (xb.abs().max(-1, keepdim=True) / 127.0).cat(xb.sum(-1, keepdim=True), dim=-1).contiguous()
-  s = _scaled(xb, stats[..., 0:1])
+  # max |x| as the max of x's bits with the sign bit cleared (non-negative floats order as their bits): an integer max, where a
+  # float max carries NaN selects in its chain
+  amax = (xb.bitcast(dtypes.int32) & 0x7FFFFFFF).max(-1, keepdim=True).bitcast(dtypes.float32)
+  if math.prod(x.shape[:-1]) > 1:
+    d = (amax / 127.0).contiguous()
+    stats = d.cat(xb.sum(-1, keepdim=True).contiguous(), dim=-1)
+  else: d = (stats := (amax / 127.0).cat(xb.sum(-1, keepdim=True), dim=-1).contiguous())[..., 0:1]
+  s = _scaled(xb, d)
   hi = _rne(s)
   lo = _rne((s - hi.cast(dtypes.float32)) * 127.0)  # (hi is exact in float32)
   return _byte_words(hi).cat(_byte_words(lo), dim=-1).contiguous(), stats

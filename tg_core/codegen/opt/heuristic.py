@@ -47,7 +47,10 @@ def hand_coded_optimizations(ast: UOp, caps: RendererCaps | None = None) -> list
   hoisted = {r for u in ast.toposort() if u.op is Ops.REDUCE and not any(axes[i] in u.src[0].ranges for i in out_axes) for r in u.src[1:]}
   red_axes = [i for i, r in enumerate(axes) if r.arg[1] is AxisType.REDUCE and r not in hoisted]
   sizes = [1 if r in hoisted else axis_size_estimate(r) for r in axes]
-  work = functools.reduce(lambda a, b: a * b, sizes, 1)
+  # a DP4A is 4 multiply-adds, and a reduce body written out op by op (a quantized block's words) holds many: sized by its loops
+  # alone, a matmul over int8 words (16 DP4As a block) looked like a mid-size kernel and got the small tile on 4 lanes
+  dp4as = sum(1 for u in ast.toposort() if u.op is Ops.DP4A)
+  work = functools.reduce(lambda a, b: a * b, sizes, 1) * max(1, 4 * dp4as)
   # a kernel with a symbolic axis takes neither a big kernel's padded register tiles, loop order and packed panels nor the
   # mid-size 4x3 tiles (both measured slower on attention against a symbolic-length cache): it keeps the tiny tile set, and is
   # otherwise sized by its estimate
@@ -91,10 +94,11 @@ def hand_coded_optimizations(ast: UOp, caps: RendererCaps | None = None) -> list
     tiles = tuple(_tile_sizes(t) for t in caps.big_reduce_tile) if big and caps.big_reduce_tile else ((8, 4, 2), (8, 4, 2)) if tiny_tiles else \
       (_halvings(min(2 * width, 32)),) if col_reduce else ((4, 3, 2), (4, 3, 2))
     if (rows := _row_streams(ast, caps, axes, out_axes, red_axes, hoisted, work)) is not None: tiles = (rows,)
-    if big and caps.big_reduce_tile and _accumulators(ast, hoisted) >= 3:
+    if big and caps.big_reduce_tile and (_accumulators(ast, hoisted) >= 3 or dp4as >= 8):
       # the big tile holds one accumulator an output; a reduce nested in another (a quantized matmul's int32 block sums inside
       # its float sum over blocks) holds one each as well: with three (a matmul over x in two int8 levels) the big tile
-      # spilled, half its columns did not (and ran faster)
+      # spilled, half its columns did not (and ran faster). A reduce step of many DP4As (a quantized block's words, each
+      # unpacked into a register of the tile's column vector for all its rows) holds those too: half the columns ran faster
       tiles = (tuple(a for a in tiles[0] if a <= caps.big_reduce_tile[0] // 2), *tiles[1:])
     for i, amts in zip(_tile_axes(ast, axes, out_axes), tiles):
       if big and (pad := _tail_pad(cur, axes[i], amts[0])) is not None:

@@ -584,18 +584,19 @@ class Transformer:
     return q, stats, q8_level_sums(q).contiguous() if offsets else None
 
   @staticmethod
-  def _x_levels(x: Tensor, dz: tuple[Dot, ...], xq: tuple[Tensor, Tensor, Tensor | None] | None = None) \
+  def _x_levels(x: Tensor, dz: tuple[Dot, ...], xq: tuple[Tensor, Tensor, Tensor | None] | None = None, scaled: bool = True) \
       -> tuple[tuple[Tensor, Tensor], Tensor, Tensor, Tensor | None]:
     """x (T, K) quantized per 32-element block in two int8 levels (quantize_x, or `xq`: its result for this x) for a matrix of
     Dot views `dz`: ((hi, lo) (T, units, unit, 8) int32 words, d / 127 and the sums of x (T, units, unit, 1), and, where a Dot
-    has an offset, each level's sums per 16 elements (T, units, unit, 4) int32 (q8_level_sums), else None)."""
+    has an offset, each level's sums per 16 elements (T, units, unit, 4) int32 (q8_level_sums), else None). `scaled` False: d
+    itself, not d / 127."""
     nu, unit, offsets = dz[0].d.shape[1], dz[0].unit, any(z.offset for z in dz)
     q, stats, sums = xq if xq is not None else Transformer.quantize_x(x, offsets)
     assert sums is not None or not offsets, "x's quantization for a Dot with an offset needs the level sums"
     T = x.shape[0]
     sums = sums.reshape(T, nu, unit, 4) if offsets and sums is not None else None
     q, stats = q.reshape(T, nu, unit, 16), stats.reshape(T, nu, unit, 2)
-    return (q[..., 0:8], q[..., 8:16]), stats[..., 0:1] * (1 / 127), stats[..., 1:2], sums
+    return (q[..., 0:8], q[..., 8:16]), stats[..., 0:1] * (1 / 127) if scaled else stats[..., 0:1], stats[..., 1:2], sums
 
   @staticmethod
   def dot_matvec(x: Tensor, dz: tuple[Dot, ...], xq: tuple[Tensor, Tensor, Tensor | None] | None = None) -> Tensor:
@@ -628,14 +629,17 @@ class Transformer:
     lead, K = x.shape[:-1], x.shape[-1]
     T = math.prod(lead)
     # x computed once: a norm fused into the quantization's kernels is redone for each of their outputs
-    (hi, lo), dx, sx, offs = Transformer._x_levels(computed(x).reshape(T, K), dz)
+    (hi, lo), dx, sx, offs = Transformer._x_levels(computed(x).reshape(T, K), dz, scaled=False)
     out = []
     for z in dz:  # each block of a unit: its own reduce over the units, all in one kernel
       def tok(t: Tensor, i: int = z.index) -> Tensor: return t[:, :, i].unsqueeze(1)  # (T, 1, units, ...): broadcast over the rows
       isum = Transformer._dot_words(z, (tok(hi), tok(lo)), tok(offs) if offs is not None else None, 1, True)
-      y = isum * (z.d.reshape(1, *z.d.shape) * tok(dx))
+      # the 1 / 127 taken with d_w, once per (row vector, block) of the tile, not per token: d_x is then read as it is stored
+      y = isum * ((z.d * (1 / 127)).reshape(1, *z.d.shape) * tok(dx))
       out.append((y + z.min.reshape(1, *z.min.shape) * tok(sx) if z.min is not None else y).sum((-2, -1)))
-    return functools.reduce(lambda a, b: a + b, out).reshape(*lead, rows)
+    # realized as a whole: left to a consumer that reduces over its rows (Gemma 3's post-attention norm) the blocks' reduces
+    # were a kernel each (8 for Q4_K, 16 for Q6_K, each reading x's words and writing all the outputs) and a ninth adding them
+    return functools.reduce(lambda a, b: a + b, out).reshape(*lead, rows).contiguous()
 
   def _dot_prefill(self, x: Tensor, dz: tuple[Dot, ...] | None) -> bool:
     """Does the T > 1 product of x with a matrix of integer dot views `dz` take dot_matmul? Where int8_prefill is on and the
