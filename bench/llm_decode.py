@@ -121,13 +121,12 @@ def main() -> None:
   ap.add_argument("--models", default="smollm2,gemma3-270m", help="comma-separated: smollm2, gemma3-270m")
   ap.add_argument("--with-llama-cpp", action="store_true", help="also measure llama.cpp (builds llama-cpp-python once, ~10 min)")
   ap.add_argument("--no-transformers", action="store_true", help="skip transformers")
-  ap.add_argument("--float-prefill", action="store_true",
-                  help="tg: the prefill's matmuls in float32 on decoded weights (load_llm int8_prefill=False; default: integer dot products)")
+  ap.add_argument("--int8-prefill", action="store_true", help="tg: the prefill's matmuls as integer dot products (load_llm int8_prefill)")
   a = ap.parse_args()
   print(f"CPU: {cpu_model()} ({os.cpu_count()} cores), {THREADS} threads, load average {os.getloadavg()[0]:.1f}; prompt 128 tokens, "
         f"{a.tokens} decode steps, best of {a.runs}")
   if a.with_llama_cpp: ensure_llama_cpp()
-  fmt = {"PROMPT_IDS": PROMPT_IDS, "NTOK": a.tokens, "RUNS": a.runs, "THREADS": THREADS, "INT8_PREFILL": not a.float_prefill}
+  fmt = {"PROMPT_IDS": PROMPT_IDS, "NTOK": a.tokens, "RUNS": a.runs, "THREADS": THREADS, "INT8_PREFILL": a.int8_prefill}
   with tempfile.TemporaryDirectory() as tmp:
     for name, tg_arg, file in models(tmp, a.models.split(",")):
       res = {"tg": run(TG, tg_arg, fmt)}

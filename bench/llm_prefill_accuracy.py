@@ -10,8 +10,7 @@ allows (1e-2 x |top-1|).
 
   python bench/llm_prefill_accuracy.py [--model smollm2] [--steps 32] [--modes float,int8,nodot,int8nodot]
 
-Modes: float (float32 prefill, int8 decode), int8 (the defaults: int8 prefill and decode), nodot (float32 prefill and float x
-in the decode), int8nodot (int8 prefill, float x in the decode).
+Modes: float (defaults: float32 prefill, int8 decode), int8 (int8_prefill), nodot (int8_dot=False), int8nodot (both).
 Needs transformers and torch (plugins/tg_gguf's [test] extra)."""
 from __future__ import annotations
 import argparse
@@ -21,7 +20,7 @@ import numpy as np
 
 PROMPTS = ["The capital of France is", "def fibonacci(n):\n    \"\"\"Return the n-th Fibonacci number.\"\"\"\n",
            "Once upon a time, in a small village by the sea, there lived"]  # test_llm_model's, plus all of them twice (a long one)
-MODES = {"float": {"int8_prefill": False}, "int8": {}, "nodot": {"int8_dot": False}, "int8nodot": {"int8_prefill": True, "int8_dot": False}}
+MODES = {"float": {}, "int8": {"int8_prefill": True}, "nodot": {"int8_dot": False}, "int8nodot": {"int8_prefill": True, "int8_dot": False}}
 
 def main() -> None:
   ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)

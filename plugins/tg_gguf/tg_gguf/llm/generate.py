@@ -260,7 +260,7 @@ def _progress_bar(label: str) -> Callable[[int, int], None]:
   return show
 
 def load_llm(path_or_name: str, device: str | None = None, progress: bool = True, context_length: int | None = None,
-             tokenizer: Tokenizer | None = None, kv_dtype: Any = None, int8_dot: bool = True, int8_prefill: bool | None = None) -> GGUFLLM:
+             tokenizer: Tokenizer | None = None, kv_dtype: Any = None, int8_dot: bool = True, int8_prefill: bool = False) -> GGUFLLM:
   """A model file (or known package name) -> an api.LLM on `device` (default: Device.DEFAULT). `context_length` caps the KV cache
   (default min(the model's, 4096)); `tokenizer` replaces the one built from the file's metadata (tests use a reference one);
   `kv_dtype`, `int8_dot` and `int8_prefill` as Transformer's."""

@@ -448,15 +448,15 @@ class Transformer:
   levels (dot_matvec) and take integer dot products, as llama.cpp does with one
   (False: float x, the products exact to float32 rounding, what a reference comparison at float precision needs).
   `int8_prefill`: a prefill's matmuls over a DOT format take integer dot products too (dot_matmul: x in two int8 levels, where
-  the renderer has native DP4A; faster than the float32 matmul on decoded weights, its logits about as close to transformers'
-  as the float32 prefill's: bench/llm_prefill_accuracy.py). None (the default): as `int8_dot`, so int8_dot=False gives the
-  float path throughout."""
+  the renderer has native DP4A): faster per matrix than the float32 matmul on decoded weights, its logits about as close to
+  transformers' as the float32 prefill's (bench/llm_prefill_accuracy.py; the greedy tests pass with it). Off by default: a
+  process's first prompt lowers its kernels (many DP4As a block, unrolled over the tile) in Python for several times as
+  long as the float32 ones."""
   def __init__(self, cfg: ModelConfig, weights: Weights, max_context: int, kv_dtype: DType = dtypes.float16, int8_dot: bool = True,
-               int8_prefill: bool | None = None):
+               int8_prefill: bool = False):
     if cfg.rope_dim != cfg.head_dim:
       raise LLMError(f"{cfg.arch}: partial RoPE (rope.dimension_count {cfg.rope_dim} < head dim {cfg.head_dim}) is not supported")
-    self.cfg, self.w, self.max_context, self.int8_dot = cfg, weights, max_context, int8_dot
-    self.int8_prefill = int8_dot if int8_prefill is None else int8_prefill
+    self.cfg, self.w, self.max_context, self.int8_dot, self.int8_prefill = cfg, weights, max_context, int8_dot, int8_prefill
     dev = weights.device
     self.device = dev
     bases = sorted({cfg.layer_rope_base(i) for i in range(cfg.n_layers)})
