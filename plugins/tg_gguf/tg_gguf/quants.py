@@ -539,10 +539,11 @@ def quantize_q8_residual(x: Tensor) -> tuple[Tensor, Tensor]:
   # max |x| as the max of x's bits with the sign bit cleared (non-negative floats order as their bits): an integer max, where a
   # float max carries NaN selects in its chain
   amax = (xb.bitcast(dtypes.int32) & 0x7FFFFFFF).max(-1, keepdim=True).bitcast(dtypes.float32)
+  d, sx = amax / 127.0, xb.sum(-1, keepdim=True)
   if math.prod(x.shape[:-1]) > 1:
-    d = (amax / 127.0).contiguous()
-    stats = d.cat(xb.sum(-1, keepdim=True).contiguous(), dim=-1)
-  else: d = (stats := (amax / 127.0).cat(xb.sum(-1, keepdim=True), dim=-1).contiguous())[..., 0:1]
+    d = d.contiguous()
+    stats = d.cat(sx.contiguous(), dim=-1)
+  else: d = (stats := d.cat(sx, dim=-1).contiguous())[..., 0:1]
   s = _scaled(xb, d)
   hi = _rne(s)
   lo = _rne((s - hi.cast(dtypes.float32)) * 127.0)  # (hi is exact in float32)

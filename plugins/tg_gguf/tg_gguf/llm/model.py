@@ -592,9 +592,11 @@ class Transformer:
     itself, not d / 127."""
     nu, unit, offsets = dz[0].d.shape[1], dz[0].unit, any(z.offset for z in dz)
     q, stats, sums = xq if xq is not None else Transformer.quantize_x(x, offsets)
-    assert sums is not None or not offsets, "x's quantization for a Dot with an offset needs the level sums"
     T = x.shape[0]
-    sums = sums.reshape(T, nu, unit, 4) if offsets and sums is not None else None
+    if offsets:
+      assert sums is not None, "x's quantization for a Dot with an offset needs the level sums"
+      sums = sums.reshape(T, nu, unit, 4)
+    else: sums = None  # (a shared quantization's, made for another matrix that has an offset)
     q, stats = q.reshape(T, nu, unit, 16), stats.reshape(T, nu, unit, 2)
     return (q[..., 0:8], q[..., 8:16]), stats[..., 0:1] * (1 / 127) if scaled else stats[..., 0:1], stats[..., 1:2], sums
 
