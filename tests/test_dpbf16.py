@@ -172,24 +172,30 @@ def test_bf16_matmul_keeps_the_plain_path_for_grads_and_matvecs() -> None:
     assert not any(u.op is Ops.DPBF16 for u in (a @ w.requires_grad_()).uop.toposort())
     assert any(u.op is Ops.DPBF16 for u in (a @ w.detach()).uop.toposort())
 
-def test_bf16_matmul_packed_panels_join_b_pairs() -> None:
+@pytest.mark.parametrize("l1", [16 << 10, 4 << 10])
+def test_bf16_matmul_packed_panels_join_b_pairs(l1: int) -> None:
   """A matmul big enough for packed panels (caches declared small, so a small one is) of a stored B: B's K-row pairs are
   joined in the matmul kernel's panel copy (PACK of a value of two loads), not in a kernel of their own; columns no tile
-  divides. Values against torch."""
+  divides. Where the register tile's rows of A over all of K fit the L1 the matmul stores the bfloat16 result itself (one K
+  block); else it stores its float32 sum in K blocks and a kernel of its own casts it. Values against torch."""
   from tg_core.codegen.opt import OptOps, hand_coded_optimizations
   from tg_core.engine.realize import run_schedule
   a, b = _matmul_case((192, 512), (512, 300), 11)
   ren = Device["CPU"].renderer
   old = ren.caps
-  ren.caps = dataclasses.replace(old, native_dpbf16=old.native_dpbf16 or True, cache_sizes=(16 << 10, 256 << 10, 4 << 20),
+  ren.caps = dataclasses.replace(old, native_dpbf16=old.native_dpbf16 or True, cache_sizes=(l1, 256 << 10, 4 << 20),
                                  big_reduce_tile=old.big_reduce_tile or (16, 6))
   try:
     out = Tensor(a, device="CPU").cast(dtypes.bfloat16).realize() @ Tensor(b, device="CPU").cast(dtypes.bfloat16).realize()
     sched = out.schedule()
     items = [si for si in sched if si.ast.op is Ops.SINK]
     mm = [si for si in items if any(u.op is Ops.DPBF16 for u in si.ast.toposort())]
-    assert len(mm) == 1 and len(items) == 3, "A's pairs, the matmul (B's pairs joined in it), the bfloat16 cast"
-    assert OptOps.PACK in [o.op for o in hand_coded_optimizations(mm[0].ast, ren.caps)]
+    fused = ren.caps.big_reduce_tile[1] * 256 * 4 <= l1  # the tile's rows of A's 256 K pairs (uint32)
+    assert len(mm) == 1 and len(items) == (2 if fused else 3), "A's pairs, the matmul (B's pairs joined in it)[, the bfloat16 cast]"
+    stores = [u for u in mm[0].ast.toposort() if u.op is Ops.STORE]
+    assert [u.src[1].dtype for u in stores] == [dtypes.bfloat16 if fused else dtypes.float32]
+    opts = [o.op for o in hand_coded_optimizations(mm[0].ast, ren.caps)]
+    assert OptOps.PACK in opts and (OptOps.KBLOCK in opts) is not fused
     run_schedule(sched)
     got = out.float().numpy()
   finally: ren.caps = old

@@ -726,7 +726,8 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, RandomMixin,
     neighbours, padded to an even K with a zero), B's rows interleaved pairwise per column into uint32 (for a stored B of even
     K joined inside the matmul kernel, where its packed panels' copy joins each pair once; else one copy of B), summed in
     float32 (Tensor.dpbf16, products exact),
-    the float32 result realized before its cast so the cache-blocked matmul can accumulate its K blocks in it. Not for:
+    the float32 sum cast to bfloat16 in the matmul's store where one K block holds all of K (`heuristic.one_k_block`), else
+    realized before its cast so the cache-blocked matmul can accumulate its K blocks in it. Not for:
     gradients (the packing isn't differentiable), multi-device tensors, vectors, and fewer than MIN_DPBF16_ROWS rows of A per
     matrix of B (a matvec `x @ W` would copy all of W to read it once)."""
     x = self
@@ -755,7 +756,11 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, NNMixin, RandomMixin,
     xa = xa.reshape(*xa.shape[:-1], 1, k // 2)
     wb = wb.reshape(*wb.shape[:-2], 1, k // 2, n).transpose(-1, -2)
     ret = xa.dpbf16(wb).sum(-1, dtype=dtypes.float32)
-    return ret if dtype is not None and to_dtype(dtype) == dtypes.float32 else ret.contiguous().cast(dtypes.bfloat16)
+    if dtype is not None and to_dtype(dtype) == dtypes.float32: return ret
+    # cast in the matmul's own store where its cache-blocked plan sums all of K in one block; else the float32 sum is realized
+    # first, for the plan to add its K blocks up in it, and cast in a kernel of its own
+    from tg_core.codegen.opt.heuristic import one_k_block
+    return ret.cast(dtypes.bfloat16) if one_k_block(Device[x.device].renderer.caps, k // 2, 4) else ret.contiguous().cast(dtypes.bfloat16)
   def matmul(self, x: Tensor, reverse: bool = False, dtype: DTypeLike | None = None) -> Tensor:
     return x.dot(self, dtype=dtype) if reverse else self.dot(x, dtype=dtype)
 

@@ -509,11 +509,11 @@ def _packed_tiles(ast: UOp, caches: tuple[int, ...]) -> list[Opt]:
   p contiguous panels once per block and K block (PACK) and the row tile's R x kc slice of A into R contiguous rows once per
   row tile (PACKROWS). The register tile then reads A's tile from the L1 for each of the p panels, which stream from the L2.
   kc: the largest divisor of K (at least 32) whose A tile fits half the L1 (R x kc, `caches[0]`): unpacked, the R rows of a
-  power-of-two row length share a few L1 sets and evict each other. p: near the most panels whose block of B fits the L2
-  (p x kc x U, `caches[1]`, and MAX_PACKED_BLOCK) leaving at least 2 blocks, the panel loop padded to whole blocks where no
-  divisor comes close (`_panel_block`); at least MIN_TILE_REUSE. [] where the loops
-  don't nest so, A has fewer than MIN_PANEL_REUSE row tiles, p or kc has no such value, or an opt doesn't apply (a bf16
-  matmul: KBLOCK can't accumulate its fp32 sum in the output)."""
+  power-of-two row length share a few L1 sets and evict each other; all of K where the store casts the sum (`_sum_stored`:
+  KBLOCK adds the blocks up in the output). p: near the most panels whose block of B fits the L2 (p x kc x U, `caches[1]`,
+  and MAX_PACKED_BLOCK) leaving at least 2 blocks, the panel loop padded to whole blocks where no divisor comes close
+  (`_panel_block`); at least MIN_TILE_REUSE. [] where the loops don't nest so, A has fewer than MIN_PANEL_REUSE row tiles,
+  p or kc has no such value, or an opt doesn't apply."""
   l1, l2 = caches[0], caches[1]
   if (m := _panel_matmul(ast)) is None: return []
   axes, rows, cols, reds, loads, strided = m
@@ -522,7 +522,8 @@ def _packed_tiles(ast: UOp, caches: tuple[int, ...]) -> list[Opt]:
   def tile(u: UOp) -> int: return functools.reduce(lambda a, b: a * b, [r.src[0].arg for r in u.src[0].ranges if r.arg[1] is AxisType.UPCAST], 1)
   panel_row, tile_col = tile(one[0]) * one[1], tile(streamed[0]) * streamed[0].dtype.itemsize  # bytes a reduce step reads of each
   k, n = reds[0].src[0].arg, cols.src[0].arg
-  kc = next((d for d in range(min(k, (l1 // 2) // tile_col), 31, -1) if k % d == 0), None)
+  # a sum the store casts (a bf16 matmul's bf16 result) can't add its K blocks up in the output (KBLOCK): one block, all of K
+  kc = next((d for d in range(min(k, (l1 // 2) // tile_col), 31, -1) if k % d == 0), None) if _sum_stored(ast, reds[0]) else k
   if kc is None: return []
   p, padded = _panel_block(n, min(n // 2, min(l2, MAX_PACKED_BLOCK) // (kc * panel_row)))
   if p < MIN_TILE_REUSE: return []
@@ -545,6 +546,18 @@ def _packed_tiles(ast: UOp, caches: tuple[int, ...]) -> list[Opt]:
       opts.append(o)
   except KernelOptError: return []
   return opts
+
+def one_k_block(caps: RendererCaps, k: int, itemsize: int) -> bool:
+  """Whether a big matmul over K = `k` elements of A (`itemsize` bytes each) runs as well without K blocks on this target:
+  its register tile's rows of A over all of K fit the L1 (`_packed_tiles` packs them whole). A result that is cast (a bf16
+  matmul's bf16 result) can be stored by the matmul itself only then: K blocks add up in the output, which must hold the
+  float32 sum. (One Zen 4 core, bf16 2048x4096x2048, 64 KB rows in a 32 KB L1: 187 ms whole, 174 ms in K blocks.)"""
+  return caps.big_reduce_tile is not None and len(caps.cache_sizes) >= 2 and caps.big_reduce_tile[1] * k * itemsize <= caps.cache_sizes[0]
+
+def _sum_stored(ast: UOp, r: UOp) -> bool:
+  """Whether the one reduce over `r` is stored as it is (what KBLOCK needs to add each K block's sum to the output)."""
+  reds = [u for u in ast.toposort() if u.op is Ops.REDUCE and r in u.src[1:]]
+  return len(reds) == 1 and all(u.op is Ops.STORE for u in ast.toposort() if reds[0] in u.src)
 
 def _panel_block(n: int, target: int) -> tuple[int, int]:
   """(p, padded): column panels per block for `_packed_tiles`, n panels at most `target` (from the caches) a block. The
