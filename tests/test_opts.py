@@ -265,6 +265,27 @@ def test_big_matmul_heuristic_pads_tails_and_blocks_k_from_the_declared_l1():
   assert all(x.op not in (OptOps.PACK, OptOps.PACKROWS) for x in o64) and o64[-1] == Opt(OptOps.KBLOCK, 4, 256), o64
   assert Opt(OptOps.PADTO, 1, 16) in opts(1000, 1000, 1000, 32 << 10)  # 1000 columns: one masked vector tile at the end
 
+def test_few_tile_rows_pack_a_strided_operand_that_fits_the_l2():
+  # B (1 MB) fits a 1 MB L2, but AVX2's 6-row tile reuses each of its strided vectors too few times (MIN_STRIDED_REUSE) to
+  # re-read it from the L2 for every row tile: its loop goes outside and it is packed; AVX-512's 8-row tile keeps the order
+  from tg_core.codegen.opt.heuristic import MIN_STRIDED_REUSE
+  from tg_core.renderer import RendererCaps
+  from tg_core.uop.symbolic import symbolic
+  from tg_core.uop.rewrite import graph_rewrite
+  def opts(m: int, k: int, n: int, width: int, tile: tuple[int, int]) -> list[Opt]:
+    items, _ = create_schedule(UOp.sink((Tensor.empty(m, k, device="NULL") @ Tensor.empty(k, n, device="NULL")).uop))
+    caps = RendererCaps(vector_upcast=True, vector_width=width, big_reduce_tile=tile, cache_sizes=(32 << 10, 1 << 20, 32 << 20))
+    return hand_coded_optimizations(graph_rewrite(items[0].ast, symbolic), caps)
+  assert 6 < MIN_STRIDED_REUSE <= 8
+  o = opts(512, 512, 512, 8, (16, 6))
+  assert o[:4] == [Opt(OptOps.UPCAST, 1, 16), Opt(OptOps.PADTO, 0, 6), Opt(OptOps.UPCAST, 0, 6), Opt(OptOps.SWAP, 0, 1)], o
+  assert [x.op for x in o[-2:]] == [OptOps.PACK, OptOps.PACKROWS], o
+  assert opts(512, 512, 512, 16, (32, 8)) == [Opt(OptOps.UPCAST, 1, 32), Opt(OptOps.UPCAST, 0, 8), Opt(OptOps.KBLOCK, 4, 128)]
+  # 64 rows: too few row tiles to pack (MIN_PANEL_REUSE), B's loop outside and K blocked
+  assert opts(64, 4096, 64, 8, (16, 6))[-2:] == [Opt(OptOps.SWAP, 0, 1), Opt(OptOps.KBLOCK, 4, 256)]
+  # the output dominates (4096x64x4096): its order stays whatever the tile
+  assert all(x.op is not OptOps.SWAP for x in opts(4096, 64, 4096, 8, (16, 6)))
+
 # PACK: B's slice copied into a kernel-local panel (with the column panels of a block, and masked tails), same values
 PACK_CASES = [[Opt(OptOps.UPCAST, 1, 4), Opt(OptOps.PADTO, 0, 6), Opt(OptOps.UPCAST, 0, 6), Opt(OptOps.SWAP, 0, 1), Opt(OptOps.KBLOCK, 4, 32),
                Opt(OptOps.PACK, 4)],

@@ -14,7 +14,7 @@ import hashlib
 import os
 import threading
 from types import ModuleType
-from typing import Any
+from typing import Any, Callable
 
 import llvmlite  # the version only: llvmlite/__init__.py imports nothing else
 
@@ -57,7 +57,7 @@ def warm_up(compiler: LLVMCompiler) -> None:
   (_warm_thread := threading.Thread(target=work, name="tg_cpu_llvm_warm_up", daemon=True)).start()
 
 # the disk cache table of LLVM's host detection, keyed by what it depends on (`_host_key`)
-HOST_TABLE = "tg_cpu_x86_host_v1"
+HOST_TABLE = "tg_cpu_x86_host_v2"
 CPU_FIELDS = ("vendor_id", "cpu family", "model", "model name", "stepping", "microcode", "flags")
 
 def _host_key() -> tuple[str, ...]:
@@ -78,6 +78,31 @@ def _host_key() -> tuple[str, ...]:
   except (OSError, StopIteration): return ("",)
   return (hashlib.sha256(cpu.encode()).hexdigest()[:32], llvmlite.__version__, f"{st.st_size}-{st.st_mtime_ns}", getenv("TG_CPU_ARCH", ""))
 
+# the features the caps read (tg_cpu_x86.device), each with IR whose assembly for a CPU that has it contains the marker. LLVM's
+# C API says which features the host has, not which a named CPU (TG_CPU_ARCH) implies; the CPU's own code says that. Plain IR
+# only, no target intrinsics: one the CPU lacks would abort LLVM
+_WIDE = '\nattributes #0 = { "min-legal-vector-width"="512" "prefer-vector-width"="512" }\n'
+FEATURE_PROBES: dict[str, tuple[str, str]] = {
+  "avx": ("define <8 x float> @f(<8 x float> %a, <8 x float> %b) #0 {\n%c = fadd <8 x float> %a, %b\nret <8 x float> %c\n}", "ymm"),
+  "avx2": ("define <8 x i32> @f(<8 x i32> %a, <8 x i32> %b) #0 {\n%c = add <8 x i32> %a, %b\nret <8 x i32> %c\n}", "vpaddd\t%ymm"),
+  "fma": ("declare <4 x float> @llvm.fma.v4f32(<4 x float>, <4 x float>, <4 x float>)\ndefine <4 x float> @f(<4 x float> %a, <4 x float> %b) #0 {\n"
+          "%c = call <4 x float> @llvm.fma.v4f32(<4 x float> %a, <4 x float> %b, <4 x float> %a)\nret <4 x float> %c\n}", "vfmadd"),
+  "f16c": ("define <4 x float> @f(<4 x half> %a) #0 {\n%c = fpext <4 x half> %a to <4 x float>\nret <4 x float> %c\n}", "vcvtph2ps"),
+  "avx512f": ("define <16 x float> @f(<16 x float> %a, <16 x float> %b) #0 {\n%c = fadd <16 x float> %a, %b\nret <16 x float> %c\n}", "zmm"),
+  "avx512vl": ("define <8 x float> @f(<8 x float> %a, <8 x float> %b) #0 {\n%m = fcmp olt <8 x float> %a, %b\n"
+               "%c = select <8 x i1> %m, <8 x float> %a, <8 x float> zeroinitializer\nret <8 x float> %c\n}", "{%k"),
+  "avx512bf16": ("define <16 x bfloat> @f(<16 x float> %a) #0 {\n%c = fptrunc <16 x float> %a to <16 x bfloat>\nret <16 x bfloat> %c\n}",
+                 "vcvtneps2bf16"),
+  "avx512vnni": ("declare i32 @llvm.vector.reduce.add.v64i32(<64 x i32>)\ndefine i32 @f(<64 x i8> %a, <64 x i8> %b) #0 {\n"
+                 "%x = zext <64 x i8> %a to <64 x i32>\n%y = sext <64 x i8> %b to <64 x i32>\n%m = mul <64 x i32> %x, %y\n"
+                 "%r = call i32 @llvm.vector.reduce.add.v64i32(<64 x i32> %m)\nret i32 %r\n}", "vpdpbusd"),
+}
+
+def arch_features(asm: Callable[[str], str]) -> str:
+  """The feature string ("+avx2,-avx512f,...", FEATURE_PROBES' features only) of the CPU whose assembly `asm` (IR -> text) emits:
+  what the caps of TG_CPU_ARCH's CPU read, so an explicit x86-64-v3 plans for AVX2 and not for the SSE of an empty string."""
+  return ",".join(f"{'+' if marker in asm(ir + _WIDE) else '-'}{name}" for name, (ir, marker) in sorted(FEATURE_PROBES.items()))
+
 @functools.cache
 def host_facts() -> tuple[str, str, str, str]:
   """(triple, cpu name, feature string, LLVM version) of this machine, from the disk cache or LLVM's host detection."""
@@ -89,11 +114,20 @@ def _host_facts() -> tuple[str, str, str, str]:
   arch = getenv("TG_CPU_ARCH", "")
   if llvmcapi.available():  # the same queries without importing llvmlite.binding
     triple, ver = llvmcapi.process_triple(), llvmcapi.version()
-    cpu, features = (arch, "") if arch else (llvmcapi.host_cpu_name(), llvmcapi.host_cpu_features())
+    if arch:
+      tm = llvmcapi.TargetMachine(triple, arch, "", 3)
+      cpu, features = arch, arch_features(lambda ir: tm.compile(ir, 3, asm=True).decode())
+    else: cpu, features = llvmcapi.host_cpu_name(), llvmcapi.host_cpu_features()
     return diskcache_put(HOST_TABLE, key, (triple, cpu, features, ver)) if key != ("",) else (triple, cpu, features, ver)
   binding = llvm()
   triple = binding.get_process_triple()
-  if arch: cpu, features = arch, ""  # an explicit CPU (e.g. x86-64-v3): its own features only
+  if arch:  # an explicit CPU (e.g. x86-64-v3): its own features, as its code uses them
+    tm = binding.Target.from_triple(triple).create_target_machine(cpu=arch, features="", opt=3, reloc="pic", codemodel="default", jit=False)
+    def asm(ir: str) -> str:
+      mod = binding.parse_assembly(ir)
+      mod.triple, mod.data_layout = triple, str(tm.target_data)
+      return str(tm.emit_assembly(mod))
+    cpu, features = arch, arch_features(asm)
   else:
     cpu = binding.get_host_cpu_name()
     try: features = binding.get_host_cpu_features().flatten()

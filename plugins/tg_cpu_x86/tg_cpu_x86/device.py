@@ -8,7 +8,7 @@ from tg_core.dtype import dtypes
 from tg_cpu_x86.allocator import CPUAllocator
 from tg_cpu_x86.compiler import LLVMCompiler, host_target, warm_up
 from tg_cpu_x86.graph import CPUGraph
-from tg_cpu_x86.host import cache_sizes
+from tg_cpu_x86.host import host_cache_sizes
 from tg_cpu_x86.renderer import LLVMRenderer
 from tg_cpu_x86.runtime import CPUProgram, resolves
 
@@ -36,7 +36,7 @@ def register_tile() -> tuple[int, int]:
   return 2 * vector_width(), min(8, (regs - 3) // 2)
 
 @functools.cache
-def _cache_sizes() -> tuple[int, ...]: return cache_sizes()
+def _cache_sizes() -> tuple[int, ...]: return host_cache_sizes()
 
 def _native_dtypes(base: frozenset) -> frozenset:
   """float16 is native where the host converts it in hardware (F16C: vcvtph2ps/vcvtps2ph, 8 lanes an instruction; LLVM runs half

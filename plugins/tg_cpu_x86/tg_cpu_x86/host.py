@@ -1,10 +1,12 @@
-"""What the host CPU offers that codegen reads through the renderer's caps: its data cache sizes (from sysfs), and which
-matrix extensions it has (from the feature flags). Plain file reads: no llvmlite here, so it can be tested with a fake
-sysfs tree and fake flags."""
+"""What the host CPU offers that codegen reads through the renderer's caps: its data cache sizes (from sysfs, or
+TG_CPU_CACHES), and which matrix extensions it has (from the feature flags). Plain file reads: no llvmlite here, so it can
+be tested with a fake sysfs tree and fake flags."""
 from __future__ import annotations
 import os
 
 SYSFS_CACHE = "/sys/devices/system/cpu/cpu0/cache"
+# the knob that replaces the sysfs cache sizes: another host's hierarchy for the heuristic to plan for (kernels still run here)
+CACHES_KNOB = "TG_CPU_CACHES"
 
 def _parse_size(s: str) -> int:
   """sysfs cache sizes: "32K", "1024K", "32M", or bytes."""
@@ -31,3 +33,17 @@ def cache_sizes(root: str = SYSFS_CACHE) -> tuple[int, ...]:
     if lvl != len(out) + 1: break
     out.append(levels[lvl])
   return tuple(out)
+
+def parse_caches(value: str) -> tuple[int, ...]:
+  """TG_CPU_CACHES's value: the data cache sizes innermost first, comma-separated, each in bytes or with a K/M/G suffix
+  ("48K,2M,105M": an Intel Sapphire Rapids core). ValueError naming the knob on anything else."""
+  try: sizes = tuple(_parse_size(s) for s in value.split(","))
+  except ValueError: sizes = ()
+  if not sizes or any(s <= 0 for s in sizes):
+    raise ValueError(f"{CACHES_KNOB}={value!r}: expected the data cache sizes innermost first, comma-separated, each in bytes or with a "
+                     "K/M/G suffix, e.g. 48K,2M,105M")
+  return sizes
+
+def host_cache_sizes(root: str = SYSFS_CACHE) -> tuple[int, ...]:
+  """The cache sizes the plugin reports: TG_CPU_CACHES where set (`parse_caches`), else `cache_sizes` from sysfs."""
+  return parse_caches(value) if (value := os.environ.get(CACHES_KNOB, "").strip()) else cache_sizes(root)

@@ -272,6 +272,34 @@ def test_dot_matmul_takes_a_vector_tile(rows: int, cols: int, T: int):
   # half the tile's columns: each row vector's 8 unpacked words of a block stay in registers for all the tile's tokens
   assert ups[0].arg <= caps.big_reduce_tile[0] // 2, ups
 
+def test_dot_matmul_avx2_tile_matches_int8_reference():
+  """The int8 prefill matmul on an AVX2-only host (TG_CPU_ARCH=x86-64-v3, a fresh process: 8 lanes, the 16 x 6 register tile,
+  DP4A as vpmaddubsw/vpmaddwd): the DP4A rule halves the tile's columns to one vector of rows (8), the tokens take the tile's 6
+  rows (64 tokens padded to 66), and the product matches the int8 reference (test_dot_matmul_matches_int8_reference's)."""
+  import os
+  import subprocess
+  import sys
+  code = f"""
+import sys
+sys.path.insert(0, {os.path.dirname(__file__)!r})
+import test_llm_matvec as t
+from tg_core.codegen import simplified_kernel
+from tg_core.codegen.opt import OptOps, hand_coded_optimizations
+r = t.Device["CPU"].renderer
+assert (r.caps.vector_width, r.caps.big_reduce_tile, r.caps.native_dp4a, r.avx2, r.avx512) == (8, (16, 6), True, True, False), r.caps
+rows, cols, T = 256, 1024, 64
+raw = t._blocks("Q4_1", rows, cols)
+dz = t.Weights._dot(t.Weights._interleave_words(raw, rows, "CPU", "Q4_1"), t.format_for(t.BY_NAME["Q4_1"].id), rows, cols)
+ast = [si for si in t.Transformer.dot_matmul(t.Tensor.empty(1, T, cols, device="CPU"), dz).schedule() if si.ast.op.name == "SINK"][-1].ast
+opts = hand_coded_optimizations(simplified_kernel(ast), r.caps)
+assert [(o.op, o.arg) for o in opts] == [(OptOps.UPCAST, 8), (OptOps.PADTO, 6), (OptOps.UPCAST, 6)], opts
+t.test_dot_matmul_matches_int8_reference("Q4_1", rows, cols, T)
+print("OK")
+"""
+  env = {**os.environ, "TG_CPU_ARCH": "x86-64-v3"}
+  out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, env=env)
+  assert out.returncode == 0 and out.stdout.strip().endswith("OK"), f"stdout:\n{out.stdout[-3000:]}\nstderr:\n{out.stderr[-3000:]}"
+
 def _mins(name: str, raw: np.ndarray) -> np.ndarray:
   """(n_blocks, block_elems / 32) the min of each 32-element run of a block, decoded from the file's bytes: the part of each
   value that the integer dot products take as min * sum(x) (Q8_0, Q6_K: none, their q's offset is taken off the integer sums)."""

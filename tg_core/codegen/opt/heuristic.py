@@ -317,11 +317,18 @@ def _one_operand(ast: UOp, strided: list[UOp]) -> tuple[UOp, int] | None:
   if packed_value(ast, strided) is None: return None
   return strided[0], sum(u.dtype.itemsize for u in strided)
 
+# rows of the register tile that each vector of the strided operand (B's row, read with a stride along the reduce) feeds:
+# from fewer, re-reading B from the L2 for every row tile costs more than packing it (`_loop_order`). AVX2's 16 x 6 tile,
+# 512^3 fp32 on one Zen 4 core (x86-64-v3 code, thread CPU time): 0.77x numpy unpacked, 1.05x packed; AVX-512's 8 rows: 1.1x
+MIN_STRIDED_REUSE = 8
+
 def _loop_order(ast: UOp, caches: tuple[int, ...]) -> list[Opt]:
   """Loop order for cache reuse in a tiled kernel with two output loops and one reduce (a matmul): the operand read with
   a stride along the reduce (B's columns in A @ B) should stay in cache while the operand read contiguously along it (A's
   rows, which prefetchers stream) walks past, so the output loop the strided operand depends on goes outside (SWAP). Only
-  when that operand outgrows the L2 (`caches[1]`; else re-reading it is cheap) and is at least as big as the output
+  when that operand outgrows the L2 (`caches[1]`; else re-reading it is cheap), or the register tile has fewer than
+  MIN_STRIDED_REUSE rows (each row tile then re-reads B's strided rows, a few L1 sets and a page apart, at a rate the L2
+  doesn't keep up with), and is at least as big as the output
   (else the output's stores dominate and keep the order that writes them contiguously). 1024^3 fp32, same run: 3x;
   4096x64x4096 (the output dominates): keeps its order. (A block of the streamed operand around this, SPLIT + SWAP so
   it stays in the last cache level while every panel of the strided one passes, measured no faster at 4096^3 on a
@@ -344,7 +351,10 @@ def _loop_order(ast: UOp, caches: tuple[int, ...]) -> list[Opt]:
   b = one[0]
   # (a joined operand, apply.packed_value, goes outside whatever the sizes: its packed panels then join each pair once, where
   # in the other order the join runs again for every row tile)
-  if len(strided) == 1 and (nbytes(b) <= caches[1] or per_step * nbytes(b) < out_bytes): return []
+  streamed = [u for u, st in loads if st == 1]
+  rows = functools.reduce(lambda a, r: a * r.src[0].arg, [r for r in streamed[0].src[0].ranges if r.arg[1] is AxisType.UPCAST], 1) if streamed else 0
+  fits = nbytes(b) <= caches[1] and not 1 < rows < MIN_STRIDED_REUSE
+  if len(strided) == 1 and (fits or per_step * nbytes(b) < out_bytes): return []
   if not uses(b, inner) or uses(b, outer): return []
   # the loop of the strided operand (`inner` now) goes outside the streamed operand's loop (`outer` now)
   return [Opt(OptOps.SWAP, axes.index(outer), axes.index(inner))]
