@@ -32,7 +32,10 @@ def hand_coded_optimizations(ast: UOp, caps: RendererCaps | None = None) -> list
   knowing the L1, its reduce K-blocked (`_reduce_block`), or for a wide-output one its strided operand blocked to the L2
   (`_strided_operand_blocks`). A big kernel's tile that doesn't divide its axis pads the axis (`_tail_pad`: 1024 rows in
   tiles of 6, 1000 columns in tiles of 16) rather than halving the tile. A big padded convolution whose input tile spans
-  several vector registers reads a copy of each row's input window instead of masked loads (`_windowed_input`)."""
+  several vector registers reads a copy of each row's input window instead of masked loads (`_windowed_input`). The loop
+  the cores share (a big matmul's outermost, split across `caps.cores` threads) gets `_balanced` iterations for them: the
+  cache blocks above are counted for the cores, the row tiles split into blocks outermost where they can't be (`_shares`),
+  and as a last resort the register tile takes fewer rows."""
   if caps is None:
     from tg_core.renderer import RendererCaps
     caps = RendererCaps()
@@ -375,8 +378,8 @@ def _strided_operand_blocks(ast: UOp, caches: tuple[int, ...], cores: int = 1) -
   is why the 6-row tile regressed there with both cores sharing the L3). Its loop (the columns, inner) is split into the
   fewest blocks whose slice of B fits half the L2 (SPLIT) and the block loop goes outside the rows (SWAP): B comes from
   the L3 once and the streamed operand (A) once per block. Only where that moves fewer bytes (blocks x A < row tiles x
-  B). The block loop is the one the cores share: blocks enough for them (`_balanced`). 4096x64x4096 fp32 on one Zen 3 core (thread CPU time, a loaded VM):
-  49-54 -> 44-48 ms, numpy 48-60. [] where it doesn't apply."""
+  B). The block loop is the one the cores share: the fewest blocks `_balanced` for them where a divisor is. 4096x64x4096
+  fp32 on one Zen 3 core (thread CPU time, a loaded VM): 49-54 -> 44-48 ms, numpy 48-60. [] where it doesn't apply."""
   axes = kernel_axes(ast)
   loops = [r for r in axes if r.arg[1] in (AxisType.LOOP, AxisType.GLOBAL)]
   reds = [r for r in axes if r.arg[1] is AxisType.REDUCE]
@@ -390,7 +393,8 @@ def _strided_operand_blocks(ast: UOp, caches: tuple[int, ...], cores: int = 1) -
   strided = [u for u in loads if access_strides(u, reds[0], Ops.LOAD)[-1] not in (0, 1, None)]
   if (one := _one_operand(ast, strided)) is None or nbytes(b := one[0]) <= caches[1] or not uses(b, inner) or uses(b, outer): return []
   n = inner.src[0].arg
-  blocks = next((c for c in range(2, n + 1) if n % c == 0 and nbytes(b) // c <= caches[1] // 2 and _balanced(c, cores)), None)
+  fits = [c for c in range(2, n + 1) if n % c == 0 and nbytes(b) // c <= caches[1] // 2]
+  blocks = next((c for c in fits if _balanced(c, cores)), fits[0] if fits else None)
   if blocks is None or blocks * sum(nbytes(u) for u in loads if u not in strided) >= outer.src[0].arg * nbytes(b): return []
   split = Opt(OptOps.SPLIT, axes.index(inner), n // blocks)
   try:
