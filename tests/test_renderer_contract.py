@@ -85,6 +85,9 @@ def test_caps_validation():
   with pytest.raises(ValueError, match="native_dtypes"): RendererCaps(native_dtypes=frozenset({"float32"}))  # type: ignore[arg-type]
   with pytest.raises(ValueError, match="big_reduce_tile"): RendererCaps(big_reduce_tile=(16,))  # type: ignore[arg-type]
   with pytest.raises(ValueError, match="cache_sizes"): RendererCaps(cache_sizes=(32768, 0))
+  for bad in (0, -2, True, 2.0):
+    with pytest.raises(ValueError, match="cores"): RendererCaps(cores=bad)  # type: ignore[arg-type]
+  assert RendererCaps(cores=16).cores == 16 and RendererCaps().cores == 1
   with pytest.raises(ValueError, match="arch"): RendererCaps(archs=("sm_80",), arch="sm_90")
   with pytest.raises(ValueError, match="tensor_cores"): RendererCaps(tensor_cores=((16, 8, 16),))  # type: ignore[arg-type]
   with pytest.raises(ValueError, match="dims"): TensorCore((16, 8), dtypes.half, dtypes.float)  # type: ignore[arg-type]

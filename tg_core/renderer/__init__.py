@@ -99,6 +99,9 @@ class RendererCaps:
   # bytes of data cache at each level one core uses, innermost first (L1d, L2, L3, ...; a shared level counts whole);
   # () when unknown. The heuristic orders a big matmul's loops for reuse when it knows the L2 (codegen/opt/heuristic.py)
   cache_sizes: tuple[int, ...] = ()
+  # threads that run the kernel's first top-level loop in parallel (a CPU runtime's worker pool; 1: the kernel runs on one).
+  # The heuristic gives that loop enough, and evenly many, iterations for them (codegen/opt/heuristic.py `_shares`)
+  cores: int = 1
   # the archs the renderer can target (DEV=DEVICE:RENDERER:arch picks one, an arch not listed is an error) and the one it
   # targets now ("" when it takes no arch)
   archs: tuple[str, ...] = ()
@@ -113,6 +116,7 @@ class RendererCaps:
     for name in ("vector_width", "shared_max", "native_reduce_limit", "transpose_tile"):
       if not isinstance(getattr(self, name), int) or getattr(self, name) < 0: raise bad(name, "a non-negative int")
     if self.vector_width < 1: raise bad("vector_width", "at least 1")
+    if not isinstance(self.cores, int) or isinstance(self.cores, bool) or self.cores < 1: raise bad("cores", "a positive int")
     for name in ("global_max", "local_max", "cache_sizes"):
       if not (isinstance(v := getattr(self, name), tuple) and all(isinstance(x, int) and x > 0 for x in v)): raise bad(name, "a tuple of positive ints")
     if self.has_grid and not self.global_max: raise bad("global_max", "non-empty when has_grid")
@@ -165,7 +169,9 @@ class Renderer:
     if legacy := [k for k in _LEGACY_ATTRS if k in cls.__dict__]:
       raise TypeError(f"renderer {cls.__qualname__} sets {legacy}: since tg_core plugin API 1.1 these are fields of its RendererCaps "
                       f"(caps = RendererCaps({', '.join(f'{_LEGACY_ATTRS[k]}=...' for k in legacy)})); see docs/backend-authors.md")
-    if not isinstance(cls.__dict__.get("caps", RendererCaps()), RendererCaps): raise TypeError(f"{cls.__qualname__}.caps must be a RendererCaps")
+    # (a property may compute the record from runtime state: the CPU plugin's `cores` follows its thread count)
+    if not isinstance(cls.__dict__.get("caps", RendererCaps()), (RendererCaps, property)):
+      raise TypeError(f"{cls.__qualname__}.caps must be a RendererCaps (or a property returning one)")
 
   def render(self, uops: list) -> str: raise NotImplementedError(f"{type(self).__name__} can't render kernels")
   def select_arch(self, arch: str) -> None:

@@ -3,14 +3,14 @@ from __future__ import annotations
 import dataclasses
 import functools
 
-from tg_core.device import Compiled
+from tg_core.device import Compiled, RendererCaps
 from tg_core.dtype import dtypes
 from tg_cpu_x86.allocator import CPUAllocator
 from tg_cpu_x86.compiler import LLVMCompiler, host_target, warm_up
 from tg_cpu_x86.graph import CPUGraph
 from tg_cpu_x86.host import host_cache_sizes
 from tg_cpu_x86.renderer import LLVMRenderer
-from tg_cpu_x86.runtime import CPUProgram, resolves
+from tg_cpu_x86.runtime import CPUProgram, max_threads, resolves
 
 @functools.cache
 def _compiler() -> LLVMCompiler: return LLVMCompiler()
@@ -52,17 +52,26 @@ def _has_dpbf16() -> bool:
 class HostLLVMRenderer(LLVMRenderer):
   """The LLVM renderer with the host's caps: its SIMD width, register tile and caches; the only arch it targets is the host's
   (kernels run here): DEV=CPU:LLVM:<other> is an error. Made when codegen first needs it (the device lists the class), by when
-  `warm_up` has had the scheduling of the first kernels to load LLVM in."""
+  `warm_up` has had the scheduling of the first kernels to load LLVM in. `caps.cores` is the runtime's thread count
+  (`max_threads`: NUM_CPU_THREADS, or the cores this process may run on) at each read: the renderer is made once per device,
+  and a Context that changes NUM_CPU_THREADS then gets kernels planned, and cached (program_key keys on caps), for its count."""
   def __init__(self) -> None:
     super().__init__()
-    self.caps = dataclasses.replace(self.caps, vector_width=vector_width(), big_reduce_tile=register_tile(), cache_sizes=_cache_sizes(),
-                                    archs=(host_target()[1],), arch=host_target()[1], native_dtypes=_native_dtypes(self.caps.native_dtypes),
+    self.caps = dataclasses.replace(base := LLVMRenderer.caps, vector_width=vector_width(), big_reduce_tile=register_tile(), cache_sizes=_cache_sizes(),
+                                    archs=(host_target()[1],), arch=host_target()[1], native_dtypes=_native_dtypes(base.native_dtypes),
                                     native_dp4a="+avx2" in host_features(),
                                     native_dpbf16=_has_dpbf16())
     feats = host_features()
     self.avx2, self.avx512, self.avx512vnni, self.avx512vl = ("+avx2" in feats, "+avx512f" in feats, "+avx512vnni" in feats,
                                                               "+avx512vl" in feats)
     self.fma = "+fma" in feats
+  @property
+  def caps(self) -> RendererCaps:
+    if (c := self._with_cores.get(n := max_threads())) is None: c = self._with_cores[n] = dataclasses.replace(self._caps, cores=n)
+    return c
+  @caps.setter
+  def caps(self, caps: RendererCaps) -> None:  # (select_arch, tests): the record whatever its cores; reads give the thread count's
+    self._caps, self._with_cores = caps, {}
   @classmethod
   def target_name(cls) -> str: return LLVMRenderer.target_name()  # "LLVM", as DEV=CPU:LLVM names it
 

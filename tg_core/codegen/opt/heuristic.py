@@ -1,5 +1,6 @@
 """The hand-written heuristic: which opts a kernel gets when it brings none, from the target's declared RendererCaps."""
 from __future__ import annotations
+import dataclasses
 import functools
 from typing import TYPE_CHECKING
 
@@ -31,13 +32,29 @@ def hand_coded_optimizations(ast: UOp, caps: RendererCaps | None = None) -> list
   knowing the L1, its reduce K-blocked (`_reduce_block`), or for a wide-output one its strided operand blocked to the L2
   (`_strided_operand_blocks`). A big kernel's tile that doesn't divide its axis pads the axis (`_tail_pad`: 1024 rows in
   tiles of 6, 1000 columns in tiles of 16) rather than halving the tile. A big padded convolution whose input tile spans
-  several vector registers reads a copy of each row's input window instead of masked loads (`_windowed_input`)."""
+  several vector registers reads a copy of each row's input window instead of masked loads (`_windowed_input`). The loop
+  the cores share (a big matmul's outermost, split across `caps.cores` threads) gets `_balanced` iterations for them: the
+  cache blocks above are counted for the cores, the row tiles split into blocks outermost where they can't be (`_shares`),
+  and as a last resort the register tile takes fewer rows."""
   if caps is None:
     from tg_core.renderer import RendererCaps
     caps = RendererCaps()
   if (tc := _apply_tc(ast, caps)) is not None: return tc
   if (conv := _conv_tile(ast, caps)) is not None: return conv
   if (lanes := _row_lanes_reduce(ast, caps)) is not None: return lanes
+  opts, cur, matmul = _tiled(ast, caps)
+  # a big matmul whose shared loop is still short of the cores (64x4096x64 on 16: 8 row tiles, 2 column panels, no split of
+  # either gives 16): a register tile of half the rows, down to two (fewer accumulators, but every core busy)
+  tile = caps.big_reduce_tile
+  while matmul and caps.cores > 1 and tile is not None and tile[1] > 2 and (t := _shared_trip(cur)) is not None and not _balanced(t, caps.cores):
+    tile = (tile[0], max(2, tile[1] // 2))
+    if _balanced(_shared_trip((half := _tiled(ast, dataclasses.replace(caps, big_reduce_tile=tile)))[1]) or 0, caps.cores):
+      opts, cur = half[:2]
+  return opts
+
+def _tiled(ast: UOp, caps: RendererCaps) -> tuple[list[Opt], UOp, bool]:
+  """The generic heuristic (see hand_coded_optimizations): (opts, the kernel with them applied, whether it is a big
+  two-output-loop reduce, a matmul)."""
   width = caps.vector_width
   opts: list[Opt] = []
   axes = kernel_axes(ast)
@@ -86,7 +103,7 @@ def hand_coded_optimizations(ast: UOp, caps: RendererCaps | None = None) -> list
       cur = first_fit(cur, OptOps.UPCAST, out_axes[0], amts)
       if cur is not before: budget //= opts[-1].arg or 1
     if len(red_axes) == 1 and caps.cache_sizes:
-      for o in _column_reduce_blocks(cur, caps.cache_sizes[0]):
+      for o in _column_reduce_blocks(cur, caps.cache_sizes[0], caps.cores):
         cur = apply_opt(cur, o)
         opts.append(o)
   elif red_axes:
@@ -120,14 +137,19 @@ def hand_coded_optimizations(ast: UOp, caps: RendererCaps | None = None) -> list
       for o in _loop_order(cur, caps.cache_sizes):
         cur = apply_opt(cur, o)
         opts.append(o)
-    if big and len(red_axes) == 1 and len(caps.cache_sizes) >= 2 and (packed := _packed_tiles(cur, caps.cache_sizes) or _packed_panels(cur, caps.cache_sizes)):
+    if big and len(red_axes) == 1 and len(caps.cache_sizes) >= 2 and (packed := _packed_tiles(cur, caps.cache_sizes, caps.cores) or
+                                                                        _packed_panels(cur, caps.cache_sizes, caps.cores)):
       for o in packed: cur = apply_opt(cur, o)
       opts.extend(packed)
     elif big and len(red_axes) == 1 and caps.cache_sizes and (kb := _reduce_block(cur, caps.cache_sizes)) is not None:
       cur = apply_opt(cur, kb)
       opts.append(kb)
     elif big and len(red_axes) == 1 and len(caps.cache_sizes) >= 2:
-      for o in _strided_operand_blocks(cur, caps.cache_sizes):
+      for o in _strided_operand_blocks(cur, caps.cache_sizes, caps.cores):
+        cur = apply_opt(cur, o)
+        opts.append(o)
+    if big and len(out_axes) == 2:
+      for o in _shares(cur, caps.cores):
         cur = apply_opt(cur, o)
         opts.append(o)
     if big and len(caps.cache_sizes) >= 2: opts.extend(_windowed_input(cur, caps.cache_sizes, width))
@@ -139,7 +161,7 @@ def hand_coded_optimizations(ast: UOp, caps: RendererCaps | None = None) -> list
         if loads_contiguous(ast, axes[a]):
           cur = first_fit(cur, OptOps.UPCAST, a, _halvings(caps.transpose_tile))
           break
-  return opts
+  return opts, cur, big and len(out_axes) == 2
 
 def _row_streams(ast: UOp, caps: RendererCaps, axes: list[UOp], out_axes: list[int], red_axes: list[int], hoisted: set[UOp],
                  work: int) -> tuple[int, ...] | None:
@@ -359,15 +381,15 @@ def _loop_order(ast: UOp, caches: tuple[int, ...]) -> list[Opt]:
   # the loop of the strided operand (`inner` now) goes outside the streamed operand's loop (`outer` now)
   return [Opt(OptOps.SWAP, axes.index(outer), axes.index(inner))]
 
-def _strided_operand_blocks(ast: UOp, caches: tuple[int, ...]) -> list[Opt]:
+def _strided_operand_blocks(ast: UOp, caches: tuple[int, ...], cores: int = 1) -> list[Opt]:
   """Cache blocks for a tiled matmul whose output dominates (wide and short: 4096x64x4096, where `_loop_order` keeps
   the rows outside): the operand strided along the reduce (B, K x N) outgrows the L2 (`caches[1]`), so every row tile
   reads all of it again from the L3 (683 times for 4096 rows in tiles of 6; 512 times with the 8-row tile before, which
   is why the 6-row tile regressed there with both cores sharing the L3). Its loop (the columns, inner) is split into the
   fewest blocks whose slice of B fits half the L2 (SPLIT) and the block loop goes outside the rows (SWAP): B comes from
   the L3 once and the streamed operand (A) once per block. Only where that moves fewer bytes (blocks x A < row tiles x
-  B). The block loop is the one the cores share. 4096x64x4096 fp32 on one Zen 3 core (thread CPU time, a loaded VM):
-  49-54 -> 44-48 ms, numpy 48-60. [] where it doesn't apply."""
+  B). The block loop is the one the cores share: the fewest blocks `_balanced` for them where a divisor is. 4096x64x4096
+  fp32 on one Zen 3 core (thread CPU time, a loaded VM): 49-54 -> 44-48 ms, numpy 48-60. [] where it doesn't apply."""
   axes = kernel_axes(ast)
   loops = [r for r in axes if r.arg[1] in (AxisType.LOOP, AxisType.GLOBAL)]
   reds = [r for r in axes if r.arg[1] is AxisType.REDUCE]
@@ -381,7 +403,8 @@ def _strided_operand_blocks(ast: UOp, caches: tuple[int, ...]) -> list[Opt]:
   strided = [u for u in loads if access_strides(u, reds[0], Ops.LOAD)[-1] not in (0, 1, None)]
   if (one := _one_operand(ast, strided)) is None or nbytes(b := one[0]) <= caches[1] or not uses(b, inner) or uses(b, outer): return []
   n = inner.src[0].arg
-  blocks = next((c for c in range(2, n + 1) if n % c == 0 and nbytes(b) // c <= caches[1] // 2), None)
+  fits = [c for c in range(2, n + 1) if n % c == 0 and nbytes(b) // c <= caches[1] // 2]
+  blocks = next((c for c in fits if _balanced(c, cores)), fits[0] if fits else None)
   if blocks is None or blocks * sum(nbytes(u) for u in loads if u not in strided) >= outer.src[0].arg * nbytes(b): return []
   split = Opt(OptOps.SPLIT, axes.index(inner), n // blocks)
   try:
@@ -390,6 +413,47 @@ def _strided_operand_blocks(ast: UOp, caches: tuple[int, ...]) -> list[Opt]:
     apply_opt(cur, swap := Opt(OptOps.SWAP, cur_axes.index(outer), cur_axes.index(_same_axis(cur, inner))))
   except KernelOptError: return []
   return [split, swap]
+
+def _balanced(trip: int, cores: int) -> bool:
+  """Does a shared loop of `trip` iterations keep `cores` threads evenly busy? The runtime gives each thread a contiguous run
+  of trip/cores iterations, rounded (tg_cpu_x86's split loop), so the slowest runs ceil(trip/cores): balanced where cores
+  divides trip, else where each core gets at least 4 (the slowest then runs at most 1/4 over the mean)."""
+  return cores <= 1 or trip % cores == 0 or trip >= 4 * cores
+
+def _loop_chain(ast: UOp) -> list[UOp] | None:
+  """The kernel's constant output loops outermost first, when each nests in the one before (else None)."""
+  loops = [r for r in kernel_axes(ast) if r.arg[1] in (AxisType.LOOP, AxisType.GLOBAL)]
+  if not loops or any(r.src[0].op is not Ops.CONST for r in loops): return None
+  order = sorted(loops, key=lambda r: sum(1 for x in loops if x is not r and nesting(ast, r, x) == (r, x)))
+  return order if all(nesting(ast, b, a) == (b, a) for a, b in zip(order, order[1:])) else None
+
+def _shared_trip(ast: UOp) -> int | None:
+  """Iterations of the loop the cores share (the outermost output loop), None where the loops don't form one chain."""
+  return None if (chain := _loop_chain(ast)) is None else int(chain[0].src[0].arg)
+
+def _shares(ast: UOp, cores: int) -> list[Opt]:
+  """Work for every core where the cache blocking left the shared (outermost) loop too few iterations (`_balanced`; a
+  packed 1024^3 matmul's 2 column blocks on 16 cores): the loop nested in it (A's row tiles) split into the fewest balanced
+  blocks of 2 or more, padded to whole blocks (PADTO) where that wastes at most 1/8 of it as `_tail_pad` does, the block loop outermost
+  (SPLIT, SWAP). Each row block then packs B's panels itself (the copy sits in the loops it depends on): B is copied once
+  per row block, and a K block re-reads a row block's share of the outputs. [] where the shared loop is balanced or no
+  loop inside it splits so."""
+  if (chain := _loop_chain(ast)) is None or _balanced(int(chain[0].src[0].arg), cores): return []
+  for inner in chain[1:]:
+    size = int(inner.src[0].arg)
+    # (at least 2 tiles a block: a block of one row tile would pack B's panels for every tile)
+    for per in range(-(-size // cores), 1, -1):
+      if not _balanced(blocks := -(-size // per), cores) or blocks * per - size > size // 8: continue
+      opts: list[Opt] = [Opt(OptOps.PADTO, kernel_axes(ast).index(inner), per)] if blocks * per > size else []
+      try:
+        cur = apply_opt(ast, opts[0]) if opts else ast
+        cur = apply_opt(cur, o := Opt(OptOps.SPLIT, kernel_axes(cur).index(_same_axis(cur, inner)), per))
+        opts.append(o)
+        cur = apply_opt(cur, o := Opt(OptOps.SWAP, kernel_axes(cur).index(_same_axis(cur, inner)), kernel_axes(cur).index(_same_axis(cur, chain[0]))))
+        opts.append(o)
+      except KernelOptError: continue
+      if _shared_trip(cur) == blocks: return opts
+  return []
 
 def _same_axis(ast: UOp, r: UOp) -> UOp:
   """The range of `ast` with r's axis id (padding an axis replaces its range by a longer one with the same id)."""
@@ -459,7 +523,7 @@ def _panel_operand(ast: UOp, strided: list[UOp], rows: UOp, cols: UOp) -> tuple[
   if (one := _one_operand(ast, strided)) is None or cols not in one[0].src[0].ranges or rows in one[0].src[0].ranges: return None
   return one
 
-def _packed_panels(ast: UOp, caches: tuple[int, ...]) -> list[Opt]:
+def _packed_panels(ast: UOp, caches: tuple[int, ...], cores: int = 1) -> list[Opt]:
   """Cache blocking of a tiled matmul (A @ B, register tile U columns x R rows) whose loop over B's column panels runs
   outside the loop over A's row tiles (`_loop_order`): B's rows are a stride apart, a power of two maps them all to a
   few cache sets, so without a copy the slice a reduce block reads doesn't stay in any cache (4096^3 fell to 0.29x
@@ -485,7 +549,10 @@ def _packed_panels(ast: UOp, caches: tuple[int, ...]) -> list[Opt]:
   others = [u for u in loads if u not in strided]
   a_slab = sum((u.src[0].src[0].arg.size or 0) * u.dtype.itemsize for u in others) * kc // k
   if whole: p = _whole_k_block(n, a_slab, k * panel, caches)
-  else: p = 1 if a_slab <= 2 * l2 else next(d for d in range(max(1, min(n // 2, (l2 // 4) // (kc * panel))), 0, -1) if n % d == 0)
+  else:
+    top = max(1, min(n // 2, (l2 // 4) // (kc * panel)))
+    p = 1 if a_slab <= 2 * l2 else next((d for d in range(top, 0, -1) if n % d == 0 and _balanced(n // d, cores)), None) or \
+      next(d for d in range(top, 0, -1) if n % d == 0)
   opts: list[Opt] = []
   cur = ast
   try:
@@ -512,7 +579,7 @@ MIN_TILE_REUSE = 4
 # that runs the kernel (LLVM allocas), and a worker thread's stack is 8 MB with the usual stack limit, 2 MB (glibc) without one
 MAX_PACKED_BLOCK = 1 << 20
 
-def _packed_tiles(ast: UOp, caches: tuple[int, ...]) -> list[Opt]:
+def _packed_tiles(ast: UOp, caches: tuple[int, ...], cores: int = 1) -> list[Opt]:
   """Both operands of a tiled matmul (A @ B, register tile U columns x R rows, B's column panels outside A's row tiles,
   see `_loop_order`) packed: the columns in blocks of p panels (SPLIT, the block loop outermost: the one the cores share),
   A's row tiles outside the panels of a block (SWAP), the reduce K-blocked by kc (KBLOCK), B's kc x (p*U) slice copied into
@@ -521,9 +588,10 @@ def _packed_tiles(ast: UOp, caches: tuple[int, ...]) -> list[Opt]:
   kc: the largest divisor of K (at least 32) whose A tile fits half the L1 (R x kc, `caches[0]`): unpacked, the R rows of a
   power-of-two row length share a few L1 sets and evict each other; all of K where the store casts the sum (`_sum_stored`:
   KBLOCK adds the blocks up in the output). p: near the most panels whose block of B fits the L2 (p x kc x U, `caches[1]`,
-  and MAX_PACKED_BLOCK) leaving at least 2 blocks, the panel loop padded to whole blocks where no divisor comes close
-  (`_panel_block`); at least MIN_TILE_REUSE. [] where the loops don't nest so, A has fewer than MIN_PANEL_REUSE row tiles,
-  p or kc has no such value, or an opt doesn't apply."""
+  and MAX_PACKED_BLOCK) leaving at least 2 blocks, and blocks enough for the `cores` (`_balanced`) where that leaves
+  MIN_TILE_REUSE panels a block, the panel loop padded to whole blocks where no divisor comes close (`_panel_block`); at
+  least MIN_TILE_REUSE. [] where the loops don't nest so, A has fewer than MIN_PANEL_REUSE row tiles, p or kc has no such
+  value, or an opt doesn't apply."""
   l1, l2 = caches[0], caches[1]
   if (m := _panel_matmul(ast)) is None: return []
   axes, rows, cols, reds, loads, strided = m
@@ -535,7 +603,10 @@ def _packed_tiles(ast: UOp, caches: tuple[int, ...]) -> list[Opt]:
   # a sum the store casts (a bf16 matmul's bf16 result) can't add its K blocks up in the output (KBLOCK): one block, all of K
   kc = next((d for d in range(min(k, (l1 // 2) // tile_col), 31, -1) if k % d == 0), None) if _sum_stored(ast, reds[0]) else k
   if kc is None: return []
-  p, padded = _panel_block(n, min(n // 2, min(l2, MAX_PACKED_BLOCK) // (kc * panel_row)))
+  target = min(n // 2, min(l2, MAX_PACKED_BLOCK) // (kc * panel_row))
+  # blocks for the cores; where that leaves too few panels a block, the cache's blocks, and `_shares` splits the rows instead
+  if (pp := _panel_block(n, target, cores))[0] < MIN_TILE_REUSE: pp = _panel_block(n, target)
+  p, padded = pp
   if p < MIN_TILE_REUSE: return []
   try:
     opts: list[Opt] = []
@@ -569,18 +640,18 @@ def _sum_stored(ast: UOp, r: UOp) -> bool:
   reds = [u for u in ast.toposort() if u.op is Ops.REDUCE and r in u.src[1:]]
   return len(reds) == 1 and all(u.op is Ops.STORE for u in ast.toposort() if reds[0] in u.src)
 
-def _panel_block(n: int, target: int) -> tuple[int, int]:
+def _panel_block(n: int, target: int, cores: int = 1) -> tuple[int, int]:
   """(p, padded): column panels per block for `_packed_tiles`, n panels at most `target` (from the caches) a block. The
   fewest blocks whose even share of the panels rounds up by at most one panel or 1/32 of them (the last block then has
   masked panels: PADTO), so a panel count no good block size divides (63 panels of 2000 padded columns: blocks of 9, 7
   of them) still gets blocks near the target (16, 4 of them), each packed row tile reused by as many panels and the
-  blocks (the loop the cores share) few and even. Where no block count pads that little, the largest divisor of n up
-  to `target` (padded = n)."""
+  blocks (the loop the cores share) few and even, and `_balanced` for `cores`. Where no block count pads that little, the
+  largest divisor of n up to `target` (padded = n) whose block count is balanced, else 1."""
   if target >= 1:
     for b in range(-(-n // target), n + 1):
       p = -(-n // b)
-      if b * p - n <= max(1, n // 32): return p, b * p
-  return next((d for d in range(target, 0, -1) if n % d == 0), 1), n
+      if b * p - n <= max(1, n // 32) and _balanced(b, cores): return p, b * p
+  return next((d for d in range(target, 0, -1) if n % d == 0 and _balanced(n // d, cores)), 1), n
 
 def _whole_k_panel(ast: UOp, panel_bytes: int, caches: tuple[int, ...]) -> bool:
   """Does a packed matmul keep the whole reduce in its panels (no KBLOCK)? Each K block's pass re-reads and re-writes
@@ -610,9 +681,10 @@ def _row_run(ast: UOp, out: UOp) -> int:
   sizes = [u.dtype.scalar().itemsize for u in ast.toposort() if u.op is Ops.LOAD and u.src[0].op is Ops.INDEX and out in u.src[0].ranges]
   return max(1, ROW_RUN // max(sizes, default=4))
 
-def _column_reduce_blocks(ast: UOp, l1: int) -> list[Opt]:
+def _column_reduce_blocks(ast: UOp, l1: int, cores: int = 1) -> list[Opt]:
   """Cache blocks for a tiled column reduce (a matvec x @ W, W K x N): the columns in blocks whose partial sums fill a
-  quarter of the L1 (`l1` bytes), an outer loop over the blocks (SPLIT, the loop the cores share: at least 2 blocks), and inside it the
+  quarter of the L1 (`l1` bytes), an outer loop over the blocks (SPLIT, the loop the cores share: at least 2 blocks, and
+  `_balanced` for `cores` where a divisor allows), and inside it the
   reduce K-blocked by ROW_STREAMS rows (KBLOCK), so each step reads ROW_STREAMS runs of a quarter L1 of contiguous weights
   while the partial sums stay in the L1. Without it each reduce step reads one register tile of a row (512 bytes) a
   row apart. 1x4096x4096 fp32 on one Zen 3 core (thread CPU time, a loaded VM): 4.9-6.9 -> 7.3-8.8 GFLOPS, numpy 10.7.
@@ -626,9 +698,9 @@ def _column_reduce_blocks(ast: UOp, l1: int) -> list[Opt]:
   stores = [u for u in ast.toposort() if u.op is Ops.STORE]
   tile = functools.reduce(lambda a, b: a * b, [r.src[0].arg for r in axes if r.arg[1] is AxisType.UPCAST], 1)
   n = outs[0].src[0].arg
-  # at most a quarter L1 of partial sums per block, and at least 2 blocks for the cores to share
+  # at most a quarter L1 of partial sums per block, and at least 2 blocks, balanced for the cores to share where the axis allows
   bound = min((l1 // 4) // (tile * (stores[0].src[1].dtype.itemsize if stores else 4)), n // 2)
-  block = next((d for d in range(bound, 1, -1) if n % d == 0), 0)
+  block = next((d for d in range(bound, 1, -1) if n % d == 0 and _balanced(n // d, cores)), 0) or next((d for d in range(bound, 1, -1) if n % d == 0), 0)
   if block < 2 or reds[0].src[0].arg % ROW_STREAMS != 0: return []
   split = Opt(OptOps.SPLIT, axes.index(outs[0]), block)
   try: cur = apply_opt(ast, split)
