@@ -27,11 +27,13 @@ def _launch_dims(gs: list[int] | tuple[int, ...]) -> tuple[int, ...]: return tup
 
 class CompiledRunner:
   """A kernel compiled for one device, callable on buffers."""
-  def __init__(self, device: str, ast: UOp, opts: list | None = None):
+  def __init__(self, device: str, ast: UOp, opts: list | None = None, lower_cache: bool = True):
     from tg_core.codegen import get_program
+    from tg_core.codegen.lowered import lowered_program
     dev = Device[device]
     st = time.perf_counter()
-    self.p = get_program(ast, dev.renderer, opts)
+    # lower_cache: the program from the on-disk lowered-program cache where an earlier process made it (BEAM's candidates don't use it)
+    self.p = lowered_program(ast, dev.renderer, opts, dev.compiler.cachekey) if lower_cache else get_program(ast, dev.renderer, opts)
     self.lib = dev.compiler.compile_cached(self.p.src)
     self.prg = dev.runtime(device, self.p.name, self.lib)
     self.p = dataclasses.replace(self.p, uops=None)  # compiled: the linear program is not read again (ProgramSpec.uops)

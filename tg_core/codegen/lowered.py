@@ -1,0 +1,97 @@
+"""The on-disk cache of lowered programs: a kernel an earlier process lowered skips `get_program`'s Python lowering (the
+passes, linearize, render), the most of a fresh process's first-run time; the compile step has its own cache, keyed by source.
+
+A row is keyed by everything that decides the program, so it can't be stale: the kernel AST (`UOp.key`), the renderer (class,
+repr, `caps.cache_key()`, its plain instance fields), the codegen knobs, the target the compiler builds for, the explicit opts
+(BEAM's choice), and a fingerprint of the code that lowers (the sources of tg_core and of the renderer classes' packages). It
+holds the ProgramSpec without `uops` (as a CompiledRunner keeps it): whatever needs the linear program re-derives it with
+`get_program`. `LOWER_CACHE=0` (or CACHELEVEL=0) turns it off; a row that doesn't read back as a program is a miss."""
+from __future__ import annotations
+import functools
+import hashlib
+import os
+import pickle
+import sys
+from typing import TYPE_CHECKING
+
+from tg_core.codegen import CODEGEN_KNOBS, ProgramSpec, get_program
+from tg_core.dev.diskcache import lowered_get, lowered_put
+from tg_core.helpers import CACHELEVEL, CHECK_OOB, DEBUG, LOWER_CACHE, TRACK_MATCH_STATS
+from tg_core.uop import Ops
+from tg_core.uop.ops import UOp
+
+if TYPE_CHECKING:
+  from tg_core.codegen.opt import Opt
+  from tg_core.device import Renderer
+
+_TG_CORE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_RECORD = "tg-lowered-1"  # the row layout: a row of another layout reads as a miss
+
+@functools.cache
+def _source_digest(root: str) -> bytes:
+  """sha256 over the relative paths and contents of the .py files under `root` (a package directory; or the one module file)."""
+  files = [root] if os.path.isfile(root) else sorted(os.path.join(d, f) for d, _, fs in os.walk(root) for f in fs if f.endswith(".py"))
+  h = hashlib.sha256()
+  for f in files:
+    with open(f, "rb") as fh: h.update(os.path.relpath(f, root).encode() + b"\0" + fh.read() + b"\0")
+  return h.digest()
+
+def _code_root(module: str) -> str | None:
+  """The directory of `module`'s top-level package (a plugin's whole package: its renderer may import helpers from it),
+  or the module's own file; None where there is no source file (the key then can't cover the code: no caching)."""
+  top = sys.modules.get(module.split(".")[0])
+  if (f := getattr(top, "__file__", None)) is None: return None
+  return os.path.dirname(f) if os.path.basename(f) == "__init__.py" else f if f.endswith(".py") else None
+
+@functools.cache
+def code_fingerprint(modules: tuple[str, ...]) -> str | None:
+  """A digest of the code that lowers a kernel for a renderer defined in `modules`: the sources of tg_core and of each
+  module's top-level package, and the Python version. File contents, not mtimes: read once per process (a few ms)."""
+  roots = {_TG_CORE, *(_code_root(m) for m in modules if not m.startswith("tg_core."))}
+  if None in roots: return None
+  h = hashlib.sha256(repr(sys.version_info[:3]).encode())
+  for d in sorted(_source_digest(r) for r in roots if r is not None): h.update(d)
+  return h.hexdigest()
+
+def lowered_key(ast: UOp, ren: Renderer, opts: list[Opt] | None = None, target: str | None = None) -> str | None:
+  """The cache key of the program `get_program(ast, ren, opts)` makes, the same in every process; None: don't cache.
+  `target`: what the program is compiled for (the compiler's cachekey: host CPU features, arch)."""
+  mods = tuple(dict.fromkeys(c.__module__ for c in type(ren).__mro__ if c is not object))
+  if (fp := code_fingerprint(mods)) is None: return None
+  # a renderer's plain instance fields (a CPU renderer's host ISA flags) decide its code too: keyed, never read otherwise
+  state = sorted((k, v) for k, v in vars(ren).items() if isinstance(v, (bool, int, float, str)))
+  parts = (ast.key.hex(), type(ren).__module__, type(ren).__qualname__, repr(ren), ren.caps.cache_key(), state,
+           [repr(k.value) for k in CODEGEN_KNOBS], target, None if opts is None else [repr(o) for o in opts], fp)
+  return hashlib.sha256(repr(parts).encode()).hexdigest()
+
+def _pack(p: ProgramSpec) -> bytes:
+  return pickle.dumps((_RECORD, p.name, p.src, p.global_size, p.local_size, p.vars, p.globals, p.outs, p.ins, p.estimated_ops, p.estimated_mem))
+
+def _ints(x: object) -> bool: return isinstance(x, list) and all(isinstance(i, int) for i in x)
+
+def _unpack(blob: bytes, ast: UOp, ren: Renderer) -> ProgramSpec | None:
+  """The ProgramSpec a row holds, None where it doesn't read back as one (corrupt, another layout, wrong types)."""
+  try: rec = pickle.loads(blob)
+  except Exception: return None  # a damaged row can fail to unpickle with almost any exception
+  if not (isinstance(rec, tuple) and len(rec) == 11 and rec[0] == _RECORD): return None
+  _, name, src, gs, ls, vars_, globs, outs, ins, ops, mem = rec
+  ok = (name == (ast.arg.name if ast.arg is not None else "kernel") and isinstance(src, str) and isinstance(gs, list) and
+        all(isinstance(g, (int, UOp)) for g in gs) and (ls is None or _ints(ls)) and isinstance(vars_, list) and
+        all(isinstance(v, UOp) and v.op is Ops.PARAM for v in vars_) and _ints(globs) and _ints(outs) and _ints(ins) and
+        isinstance(ops, int) and isinstance(mem, int))
+  return ProgramSpec(name, src, ren.device, ast, None, gs, ls, vars_, globs, outs, ins, ops, mem) if ok else None
+
+def lowered_program(ast: UOp, ren: Renderer, opts: list[Opt] | None = None, target: str | None = None) -> ProgramSpec:
+  """`get_program(ast, ren, opts)`, from the on-disk cache where an earlier process lowered the same kernel (then `uops` is
+  None). Lowered afresh, without caching, where the lowering itself is asked for: DEBUG>=5 prints the linear program,
+  CHECK_OOB checks it, TRACK_MATCH_STATS counts its rewrites."""
+  if not LOWER_CACHE or CACHELEVEL < 1 or DEBUG >= 5 or CHECK_OOB or TRACK_MATCH_STATS or (key := lowered_key(ast, ren, opts, target)) is None:
+    return get_program(ast, ren, opts)
+  if (blob := lowered_get(key)) is not None and (p := _unpack(blob, ast, ren)) is not None:
+    if DEBUG >= 4: print(p.src)
+    return p
+  p = get_program(ast, ren, opts)
+  try: blob = _pack(p)
+  except Exception: return p  # something in the launch dims that doesn't pickle: not cached
+  lowered_put(key, blob)
+  return p
