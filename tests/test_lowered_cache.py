@@ -170,6 +170,7 @@ def test_runner_from_cache_rederives_its_linear_program(cache: str):
   CompiledRunner("PYTHON", ast)  # stores it
   r = CompiledRunner("PYTHON", ast)
   assert r.p.uops is None and linear_program(r) == get_program(ast, Device["PYTHON"].renderer).uops
+  with Context(NOOPT=1), pytest.raises(RuntimeError, match="knobs changed"): linear_program(r)
 
 def test_beam_caches_only_the_choice(cache: str):
   _runner_cache.clear()
