@@ -3,7 +3,7 @@ passes, linearize, render), the most of a fresh process's first-run time; the co
 
 A row is keyed by everything that decides the program, so it can't be stale: the kernel AST (`UOp.key`), the renderer (class,
 repr, `caps.cache_key()`, its plain instance fields), the codegen knobs, the target the compiler builds for, the explicit opts
-(BEAM's choice), and a fingerprint of the code that lowers (the sources of tg_core and of the renderer classes' packages). It
+(BEAM's choice), and a fingerprint of the code that lowers (the source files of tg_core and of the renderer classes' packages). It
 holds the ProgramSpec without `uops` (as a CompiledRunner keeps it): whatever needs the linear program re-derives it with
 `get_program`. `LOWER_CACHE=0` (or CACHELEVEL=0) turns it off; a row that doesn't read back as a program is a miss."""
 from __future__ import annotations
@@ -27,14 +27,17 @@ if TYPE_CHECKING:
 _TG_CORE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _RECORD = "tg-lowered-1"  # the row layout: a row of another layout reads as a miss
 
-@functools.cache
-def _source_digest(root: str) -> bytes:
-  """sha256 over the relative paths and contents of the .py files under `root` (a package directory; or the one module file)."""
-  files = [root] if os.path.isfile(root) else sorted(os.path.join(d, f) for d, _, fs in os.walk(root) for f in fs if f.endswith(".py"))
-  h = hashlib.sha256()
-  for f in files:
-    with open(f, "rb") as fh: h.update(os.path.relpath(f, root).encode() + b"\0" + fh.read() + b"\0")
-  return h.digest()
+def _source_stamps(root: str) -> list[tuple[str, int, int]]:
+  """(relative path, mtime in ns, size) of each .py file under `root` (a package directory; or the one module file)."""
+  if os.path.isfile(root): return [("", (st := os.stat(root)).st_mtime_ns, st.st_size)]
+  out, stack, n = [], [root], len(root) + 1
+  while stack:
+    with os.scandir(stack.pop()) as it:
+      for e in it:
+        if e.is_dir(follow_symlinks=False):
+          if e.name != "__pycache__": stack.append(e.path)
+        elif e.name.endswith(".py"): out.append((e.path[n:], (st := e.stat()).st_mtime_ns, st.st_size))
+  return sorted(out)
 
 def _code_root(module: str) -> str | None:
   """The directory of `module`'s top-level package (a plugin's whole package: its renderer may import helpers from it),
@@ -45,13 +48,13 @@ def _code_root(module: str) -> str | None:
 
 @functools.cache
 def code_fingerprint(modules: tuple[str, ...]) -> str | None:
-  """A digest of the code that lowers a kernel for a renderer defined in `modules`: the sources of tg_core and of each
-  module's top-level package, and the Python version. File contents, not mtimes: read once per process (a few ms)."""
+  """A digest of the code that lowers a kernel for a renderer defined in `modules`: each .py file of tg_core and of each
+  module's top-level package, by path, mtime (ns) and size, and the Python version. Stamps, not contents: as strong as the
+  check by which Python itself trusts a .pyc for its source, and a fraction of the cost of reading the sources (this runs
+  in the first lowering of every process, an empty cache included)."""
   roots = {_TG_CORE, *(_code_root(m) for m in modules if not m.startswith("tg_core."))}
   if None in roots: return None
-  h = hashlib.sha256(repr(sys.version_info[:3]).encode())
-  for d in sorted(_source_digest(r) for r in roots if r is not None): h.update(d)
-  return h.hexdigest()
+  return hashlib.sha256(repr((sys.version_info[:3], sorted(_source_stamps(r) for r in roots if r is not None))).encode()).hexdigest()
 
 def lowered_key(ast: UOp, ren: Renderer, opts: list[Opt] | None = None, target: str | None = None) -> str | None:
   """The cache key of the program `get_program(ast, ren, opts)` makes, the same in every process; None: don't cache.
