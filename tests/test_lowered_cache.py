@@ -9,6 +9,7 @@ import pickle
 import subprocess
 import sys
 import textwrap
+import zlib
 
 import numpy as np
 import pytest
@@ -144,8 +145,9 @@ def test_fingerprint_change_misses(cache: str, tmp_path, monkeypatch, counted: l
   lowered_program(ast, ren)
   assert len(counted) == 2
 
-@pytest.mark.parametrize("bad", [b"not a pickle", pickle.dumps({"src": "x"}), pickle.dumps(("tg-lowered-1", "E_1", 3, [1], None, [], [], [], [], 0, 0)),
-                                 b"\x80\x04\x95", pickle.dumps(("tg-lowered-0",))])
+@pytest.mark.parametrize("bad", [b"not a pickle", zlib.compress(b"not a pickle"), zlib.compress(pickle.dumps({"src": "x"})),
+                                 zlib.compress(pickle.dumps(("tg-lowered-1", "E_1", 3, [1], None, [], [], [], [], 0, 0))),
+                                 zlib.compress(b"\x80\x04\x95"), zlib.compress(pickle.dumps(("tg-lowered-0",))), pickle.dumps(("tg-lowered-1",))])
 def test_corrupt_row_is_a_miss(bad: bytes, cache: str, counted: list[UOp]):
   ren = Device["PYTHON"].renderer
   ast = _ast(Tensor.empty(6, 6, device="PYTHON") - 1)
@@ -177,3 +179,11 @@ def test_beam_caches_only_the_choice(cache: str):
   a = np.arange(64, dtype=np.float32).reshape(8, 8)
   with Context(BEAM=1, IGNORE_BEAM_CACHE=1): np.testing.assert_allclose((Tensor(a, device="PYTHON") * 2).sum(axis=1).numpy(), (a * 2).sum(axis=1))
   assert _rows() == 1  # the chosen program, not every candidate BEAM timed
+
+def test_table_keeps_the_newest_rows(cache: str, monkeypatch):
+  monkeypatch.setattr(diskcache, "LOWERED_ROWS", 3)
+  ren = Device["PYTHON"].renderer
+  asts = [_ast(Tensor.empty(4, 4, device="PYTHON") + i) for i in range(5)]
+  for a in asts: lowered_program(a, ren)
+  assert _rows() == 3
+  assert [lowered_program(a, ren).uops is None for a in reversed(asts)] == [True, True, True, False, False]  # the oldest two went

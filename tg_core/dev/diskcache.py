@@ -24,6 +24,8 @@ _db_conns: dict[tuple[int, str], sqlite3.Connection] = {}
 _db_warned = False
 _COMPILE_TABLE = "compile_v1"
 _LOWERED_TABLE = "lowered_v1"
+# the lowered-program table keeps the newest this many rows: every edit of the lowering code (a developer's) keys new ones
+LOWERED_ROWS = 20_000
 
 def _db() -> sqlite3.Connection | None:
   """The cache database of this process (reopened after a fork or when the cache directory changes), None when unusable."""
@@ -91,5 +93,7 @@ def lowered_get(key: str) -> bytes | None:
   return bytes(row[0]) if row is not None and isinstance(row[0], bytes) else None
 def lowered_put(key: str, val: bytes) -> None:
   def put(c: sqlite3.Connection) -> None:
-    c.execute(f"INSERT OR REPLACE INTO {_LOWERED_TABLE} (key, val) VALUES (?, ?)", (key, val)); c.commit()
+    c.execute(f"INSERT OR REPLACE INTO {_LOWERED_TABLE} (key, val) VALUES (?, ?)", (key, val))
+    # a new row takes the largest rowid + 1: the rows older than the newest LOWERED_ROWS go (a rowid range: cheap)
+    c.execute(f"DELETE FROM {_LOWERED_TABLE} WHERE rowid <= (SELECT MAX(rowid) FROM {_LOWERED_TABLE}) - ?", (LOWERED_ROWS,)); c.commit()
   _db_run(put)
