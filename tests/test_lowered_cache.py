@@ -16,7 +16,7 @@ import pytest
 
 import tg_core.codegen.lowered as lowered
 from tg_core.codegen import get_program
-from tg_core.codegen.lowered import code_fingerprint, lowered_key, lowered_program
+from tg_core.codegen.lowered import code_fingerprint, flush, lowered_key, lowered_program
 from tg_core.dev import diskcache
 from tg_core.device import Device
 from tg_core.engine.realize import CompiledRunner, _runner_cache, linear_program
@@ -30,9 +30,11 @@ HAS_CPU = importlib.util.find_spec("tg_cpu_x86") is not None
 DEVICES = ["PYTHON", pytest.param("CPU", marks=pytest.mark.skipif(not HAS_CPU, reason="needs the tg-cpu-x86 plugin"))]
 
 @pytest.fixture
-def cache(tmp_path, monkeypatch) -> str:
+def cache(tmp_path, monkeypatch):
+  flush()  # programs other tests lowered go to their cache, not this one
   monkeypatch.setenv("TG_CACHE_DIR", str(tmp_path / "cache"))
-  return str(tmp_path / "cache")
+  yield str(tmp_path / "cache")
+  flush()
 
 def _rows() -> int: return diskcache._db_run(lambda c: c.execute("SELECT COUNT(*) FROM lowered_v1").fetchone()[0])
 
@@ -98,6 +100,8 @@ def test_hit_matches_fresh_lowering(dev: str, cache: str, counted: list[UOp]):
   ren = Device[dev].renderer
   ast = _ast(Tensor.empty(16, 8, device=dev).sum(axis=1) * 2)
   miss = lowered_program(ast, ren)
+  assert _rows() == 0  # stored in batches (at exit, or flush)
+  flush()
   hit = lowered_program(ast, ren)
   assert len(counted) == 1 and miss.uops is not None and hit.uops is None
   assert dataclasses.replace(miss, uops=None) == hit
@@ -138,7 +142,7 @@ def test_fingerprint_change_misses(cache: str, tmp_path, monkeypatch, counted: l
   ren = lpc_renderer_mod.ModRenderer()
   ren.device = "PYTHON"
   ast = _ast(Tensor.empty(4, 4, device="PYTHON") * 3)
-  lowered_program(ast, ren); lowered_program(ast, ren)
+  lowered_program(ast, ren); flush(); lowered_program(ast, ren)
   assert len(counted) == 1
   mod.write_text(mod.read_text() + "# edited\n")
   code_fingerprint.cache_clear()  # as a new process would
@@ -152,9 +156,11 @@ def test_corrupt_row_is_a_miss(bad: bytes, cache: str, counted: list[UOp]):
   ren = Device["PYTHON"].renderer
   ast = _ast(Tensor.empty(6, 6, device="PYTHON") - 1)
   good = lowered_program(ast, ren)
+  flush()
   diskcache._db_run(lambda c: (c.execute("UPDATE lowered_v1 SET val=?", (bad,)), c.commit()))
   again = lowered_program(ast, ren)  # lowered again (and stored again), never a crash or a wrong program
   assert len(counted) == 2 and again.src == good.src and again.uops is not None
+  flush()
   assert lowered_program(ast, ren).uops is None  # the row it rewrote hits
 
 def test_off_switches(cache: str, counted: list[UOp]):
@@ -169,7 +175,8 @@ def test_off_switches(cache: str, counted: list[UOp]):
 def test_runner_from_cache_rederives_its_linear_program(cache: str):
   a = np.arange(24, dtype=np.float32).reshape(4, 6)
   ast = _ast(Tensor(a, device="PYTHON").sum(axis=0))
-  CompiledRunner("PYTHON", ast)  # stores it
+  CompiledRunner("PYTHON", ast)
+  flush()
   r = CompiledRunner("PYTHON", ast)
   assert r.p.uops is None and linear_program(r) == get_program(ast, Device["PYTHON"].renderer).uops
   with Context(NOOPT=1), pytest.raises(RuntimeError, match="knobs changed"): linear_program(r)
@@ -178,12 +185,13 @@ def test_beam_caches_only_the_choice(cache: str):
   _runner_cache.clear()
   a = np.arange(64, dtype=np.float32).reshape(8, 8)
   with Context(BEAM=1, IGNORE_BEAM_CACHE=1): np.testing.assert_allclose((Tensor(a, device="PYTHON") * 2).sum(axis=1).numpy(), (a * 2).sum(axis=1))
+  flush()
   assert _rows() == 1  # the chosen program, not every candidate BEAM timed
 
 def test_table_keeps_the_newest_rows(cache: str, monkeypatch):
   monkeypatch.setattr(diskcache, "LOWERED_ROWS", 3)
   ren = Device["PYTHON"].renderer
   asts = [_ast(Tensor.empty(4, 4, device="PYTHON") + i) for i in range(5)]
-  for a in asts: lowered_program(a, ren)
+  for a in asts: lowered_program(a, ren); flush()
   assert _rows() == 3
   assert [lowered_program(a, ren).uops is None for a in reversed(asts)] == [True, True, True, False, False]  # the oldest two went

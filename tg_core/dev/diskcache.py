@@ -91,9 +91,13 @@ def lowered_get(key: str) -> bytes | None:
   """A lowered program's record stored by `lowered_put` under `key` (see `tg_core.codegen.lowered_program`), or None."""
   row = _db_run(lambda c: c.execute(f"SELECT val FROM {_LOWERED_TABLE} WHERE key=?", (key,)).fetchone())
   return bytes(row[0]) if row is not None and isinstance(row[0], bytes) else None
-def lowered_put(key: str, val: bytes) -> None:
+def lowered_any() -> bool:
+  """Whether the lowered-program table holds any row (False too where the cache is unusable)."""
+  return _db_run(lambda c: c.execute(f"SELECT 1 FROM {_LOWERED_TABLE} LIMIT 1").fetchone()) is not None
+def lowered_put(rows: list[tuple[str, bytes]]) -> None:
+  """Store (key, record) rows in one transaction."""
   def put(c: sqlite3.Connection) -> None:
-    c.execute(f"INSERT OR REPLACE INTO {_LOWERED_TABLE} (key, val) VALUES (?, ?)", (key, val))
+    c.executemany(f"INSERT OR REPLACE INTO {_LOWERED_TABLE} (key, val) VALUES (?, ?)", rows)
     # a new row takes the largest rowid + 1: the rows older than the newest LOWERED_ROWS go (a rowid range: cheap)
     c.execute(f"DELETE FROM {_LOWERED_TABLE} WHERE rowid <= (SELECT MAX(rowid) FROM {_LOWERED_TABLE}) - ?", (LOWERED_ROWS,)); c.commit()
   _db_run(put)
