@@ -14,10 +14,11 @@ Default: square sizes (--sizes): tg vs numpy (and tinygrad where installed), tg 
 table of issue 12 (M x K x N: square, odd, wide, skinny and matvec shapes, plus 4096^3), tg vs numpy, then the
 NUM_CPU_THREADS=2 vs 1 scaling of tg for 1024^3 and 2048^3 (goal >= 1.8x) and the matvecs, then a bf16 matmul against
 torch's (2048^3; 1024^3 on hosts without bf16 matrix extensions), and the cold first 64x64 matmul (fresh process, empty
-compile cache, compile included; bench/cpu_ops.py's measurement), then again in a second process with the compile cache
-it left (the cache-hit path). A matvec is run in both weight layouts: `x @ W` (W is K x N, the issue's shape) and
-`x @ W.T` (W is N x K, a Linear layer's weight, what an LLM decode step reads). tinygrad's CPU backend needs clang: if it is
-missing this script tries `apt-get install -y clang` (as root) and otherwise skips tinygrad with a message. On a shared,
+compile cache, compile included; bench/cpu_ops.py's measurement), then again in a second process with the caches it left
+(the cache-hit path), each with the lowered-program cache on and off (LOWER_CACHE=0). A matvec is run in both weight
+layouts: `x @ W` (W is K x N, the issue's shape) and `x @ W.T` (W is N x K, a Linear layer's weight, what an LLM decode
+step reads). tinygrad's CPU backend needs clang: if it is missing this script tries `apt-get install -y clang` (as root)
+and otherwise skips tinygrad with a message. On a shared,
 loaded machine `--cpu-time` runs every peer on one thread and times its thread CPU time instead (the load then counts far
 less; no thread scaling then)."""
 from __future__ import annotations
@@ -116,24 +117,32 @@ def bf16_line(args: argparse.Namespace, n: int | None = None) -> str:
 
 def cold_line(runs: int) -> str:
   """The first 64x64 matmul of a fresh process with an empty TG_CACHE_DIR, compile included (issue 12's goal: 100 ms):
-  wall time, and the CPU time the process spent on it (what the wall time is on an idle core; this VM is shared)."""
+  wall time, and the CPU time the process spent on it (what the wall time is on an idle core; this VM is shared). Then a
+  second process on the cache the first left. Each is run with the lowered-program cache on (the default) and off
+  (LOWER_CACHE=0), in alternating order in the same rounds: what it costs on an empty cache and saves on a warm one."""
   from cpu_ops import COLD
   pkgs = [os.path.dirname(importlib.util.find_spec(m).origin) for m in ("tg_core", "tg_cpu_x86")]  # type: ignore[arg-type, union-attr]
   subprocess.run([sys.executable, "-m", "compileall", "-q", *pkgs], capture_output=True)  # as pip install leaves them
   snippet = COLD.format(mod="tg_core", dev=', device="CPU"')
   cpu_snippet = snippet.replace("time.perf_counter()", "time.process_time()")
-  walls, cpus, warm_walls, warm_cpus = [], [], [], []
-  for _ in range(runs):
-    for code, ts, warm in ((snippet, walls, warm_walls), (cpu_snippet, cpus, warm_cpus)):
-      with tempfile.TemporaryDirectory() as cache:
-        ts.append(run_py(code, {"TG_CACHE_DIR": cache}))
-        warm.append(run_py(code, {"TG_CACHE_DIR": cache}))  # a second process: the kernel comes from the compile cache
-  def med(ts: list[float]) -> float: return sorted(ts)[len(ts) // 2] * 1e3
-  return (f"cold first matmul 64x64 (compile included): wall best {min(walls)*1e3:.1f} ms, median {med(walls):.1f} ms | "
-          f"CPU time best {min(cpus)*1e3:.1f} ms, median {med(cpus):.1f} ms (goal <= 100 ms) | load average {os.getloadavg()[0]:.1f}\n"
-          f"first matmul 64x64 of a process with the kernel in the compile cache: wall best {min(warm_walls)*1e3:.1f} ms, median "
-          f"{med(warm_walls):.1f} ms | CPU time best {min(warm_cpus)*1e3:.1f} ms, median {med(warm_cpus):.1f} ms")
-
+  t: dict[tuple[str, str, str], list[float]] = {}  # (clock, cache, LOWER_CACHE) -> seconds, one per round
+  for i in range(runs):
+    for lc in ("1", "0") if i % 2 == 0 else ("0", "1"):
+      for clock, code in (("wall", snippet), ("cpu", cpu_snippet)):
+        with tempfile.TemporaryDirectory() as cache:
+          for state in ("cold", "warm"):  # warm: a second process, the kernel in the compile (and lowered-program) cache
+            t.setdefault((clock, state, lc), []).append(run_py(code, {"TG_CACHE_DIR": cache, "LOWER_CACHE": lc}))
+  def med(ts: list[float]) -> float: return median(ts) * 1e3
+  def ms(clock: str, state: str) -> str: return f"{clock} best {min(t[clock, state, '1'])*1e3:.1f} ms, median {med(t[clock, state, '1']):.1f} ms"
+  def vs(clock: str, state: str) -> str:
+    r = ratio_stats(t[clock, state, "0"], t[clock, state, "1"])
+    return f"{clock} {med(t[clock, state, '0']):.1f} / {med(t[clock, state, '1']):.1f} ms = {r[0]:.2f}x [{r[1]:.2f}-{r[2]:.2f}]"
+  return (f"cold first matmul 64x64 (compile included): {ms('wall', 'cold')} | CPU time {ms('cpu', 'cold')[4:]} (goal <= 100 ms) | "
+          f"load average {os.getloadavg()[0]:.1f}\n"
+          f"first matmul 64x64 of a process with the kernel in the compile and lowered-program caches: {ms('wall', 'warm')} | "
+          f"CPU time {ms('cpu', 'warm')[4:]}\n"
+          f"lowered-program cache, off / on (LOWER_CACHE=0 / 1, median of {runs} rounds; ratio: median of per-round ratios [min-max]): "
+          f"empty cache {vs('cpu', 'cold')}, {vs('wall', 'cold')} | warm cache {vs('cpu', 'warm')}, {vs('wall', 'warm')}")
 
 def squares(args: argparse.Namespace) -> None:
   tiny = have_tinygrad()

@@ -15,7 +15,8 @@ from tg_core.codegen.opt import Opt, OptOps, hand_coded_optimizations
 from tg_core.device import RENDERER_CONTRACT, Compiled, Device, Renderer, RendererCaps, TensorCore
 from tg_core.dtype import dtypes
 from tg_core.engine.realize import _runner_cache
-from tg_core.helpers import BEAM, DEBUG, EMULATED_DTYPES, IGNORE_BEAM_CACHE, NOOPT, SPEC, TRACK_MATCH_STATS, TRANSCENDENTAL, Context, ContextVar
+from tg_core.helpers import (BEAM, CACHELEVEL, DEBUG, EMULATED_DTYPES, IGNORE_BEAM_CACHE, LOWER_CACHE, NOOPT, SPEC, TRACK_MATCH_STATS, TRANSCENDENTAL,
+                             Context, ContextVar)
 from tg_core.renderer.python import PythonRenderer
 from tg_core.runtime.ops_python import PythonAllocator, PythonCompiler, PythonProgram
 from tg_core.schedule import create_schedule
@@ -182,8 +183,8 @@ def test_noopt_is_in_the_runner_cache_key():
     assert "UPCAST" not in plain_src and opt_src != plain_src
   finally: Device.unregister("TESTOPTS")
 
-# knobs codegen and the engine read that only print or verify, never change the program
-OUTPUT_NEUTRAL = (DEBUG, SPEC, TRACK_MATCH_STATS)
+# knobs codegen and the engine read that only print or verify, or switch the caches of programs, never change the program
+OUTPUT_NEUTRAL = (DEBUG, SPEC, TRACK_MATCH_STATS, CACHELEVEL, LOWER_CACHE)
 
 def test_every_codegen_knob_is_in_the_key():
   """Every ContextVar the codegen and engine modules use is either a CODEGEN_KNOB (in the cache key) or output-neutral."""

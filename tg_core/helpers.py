@@ -95,6 +95,7 @@ EMULATED_DTYPES = ContextVar("EMULATED_DTYPES", "")
 # multi-device ALLREDUCE: 0 all-to-all; 1 ring when more than 2 devices and over RING_ALLREDUCE_THRESHOLD elements (tinygrad's rule); 2 ring
 ALLREDUCE_RING, RING_ALLREDUCE_THRESHOLD = ContextVar("ALLREDUCE_RING", 1), ContextVar("RING_ALLREDUCE_THRESHOLD", 256_000)
 CHECK_OOB = ContextVar("CHECK_OOB", 0)  # out-of-bounds checks of kernel buffer accesses (tg_core/codegen/oob.py)
+LOWER_CACHE = ContextVar("LOWER_CACHE", 1)  # 0: every process lowers its kernels again (no on-disk lowered-program cache)
 
 class GlobalCounters:
   """Process-wide counters for work done by realize: kernels run, ops and bytes estimated, time spent."""

@@ -2,7 +2,8 @@
 
 `full_rewrite_to_sink` runs the passes (simplification, opts, the UPCAST/UNROLL expander, grid dims, reduce lowering,
 weak dtypes, transcendental approximations, dtype emulation, renderer rules); `get_program` linearizes the result and
-renders it. `program_key` is what, besides the AST, decides the program: the compile cache keys on it."""
+renders it. `program_key` is what, besides the AST, decides the program: the runner cache keys on it; `lowered.py` keeps
+programs on disk for later processes under a process-stable form of it."""
 from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -49,8 +50,9 @@ def _symbolic():
   return symbolic
 
 # The knobs whose value changes the program codegen (and the engine's choice of opts: BEAM, IGNORE_BEAM_CACHE) produces
-# for a kernel: the compile cache keys on them (`program_key`). DEBUG, SPEC and TRACK_MATCH_STATS are read too but only
-# print or check (tests/test_renderer_contract.py scans codegen, engine and uop for any other).
+# for a kernel: the compile and lowered-program caches key on them (`program_key`, codegen/lowered.py). DEBUG, SPEC and
+# TRACK_MATCH_STATS are read too but only print or check, CACHELEVEL and LOWER_CACHE only switch caches
+# (tests/test_renderer_contract.py scans codegen, engine and uop for any other).
 CODEGEN_KNOBS: tuple[ContextVar, ...] = (NOOPT, BEAM, IGNORE_BEAM_CACHE, TRANSCENDENTAL, EMULATED_DTYPES, CHECK_OOB)
 
 def program_key(ren: Renderer) -> tuple:

@@ -1,4 +1,4 @@
-"""The on-disk cache: one sqlite database per cache directory (compiled binaries, BEAM results, other key-value tables),
+"""The on-disk cache: one sqlite database per cache directory (compiled binaries, lowered programs, BEAM results, other key-value tables),
 reopened after a fork, silently off when unusable."""
 from __future__ import annotations
 import atexit
@@ -23,6 +23,9 @@ _db_lock = threading.Lock()
 _db_conns: dict[tuple[int, str], sqlite3.Connection] = {}
 _db_warned = False
 _COMPILE_TABLE = "compile_v1"
+_LOWERED_TABLE = "lowered_v1"
+# the lowered-program table keeps the newest this many rows: every edit of the lowering code (a developer's) keys new ones
+LOWERED_ROWS = 20_000
 
 def _db() -> sqlite3.Connection | None:
   """The cache database of this process (reopened after a fork or when the cache directory changes), None when unusable."""
@@ -38,6 +41,7 @@ def _db() -> sqlite3.Connection | None:
     # 80-130 ms of a cold first kernel on a shared VM's disk (~1.5 ms without; WAL with synchronous=NORMAL: ~50 ms)
     conn.execute("PRAGMA synchronous=OFF")
     conn.execute(f"CREATE TABLE IF NOT EXISTS {_COMPILE_TABLE} (cachekey TEXT, src_hash TEXT, lib BLOB, PRIMARY KEY (cachekey, src_hash))")
+    conn.execute(f"CREATE TABLE IF NOT EXISTS {_LOWERED_TABLE} (key TEXT PRIMARY KEY, val BLOB)")
     conn.execute("CREATE TABLE IF NOT EXISTS kv_v1 (tbl TEXT, key TEXT, val BLOB, PRIMARY KEY (tbl, key))")
     conn.commit()
   except (sqlite3.Error, OSError) as e:
@@ -81,4 +85,19 @@ def compiled_get(cachekey: str, src_hash: str) -> bytes | None:
 def compiled_put(cachekey: str, src_hash: str, lib: bytes) -> None:
   def put(c: sqlite3.Connection) -> None:
     c.execute(f"INSERT OR REPLACE INTO {_COMPILE_TABLE} (cachekey, src_hash, lib) VALUES (?, ?, ?)", (cachekey, src_hash, lib)); c.commit()
+  _db_run(put)
+
+def lowered_get(key: str) -> bytes | None:
+  """A lowered program's record stored by `lowered_put` under `key` (see `tg_core.codegen.lowered_program`), or None."""
+  row = _db_run(lambda c: c.execute(f"SELECT val FROM {_LOWERED_TABLE} WHERE key=?", (key,)).fetchone())
+  return bytes(row[0]) if row is not None and isinstance(row[0], bytes) else None
+def lowered_any() -> bool:
+  """Whether the lowered-program table holds any row (False too where the cache is unusable)."""
+  return _db_run(lambda c: c.execute(f"SELECT 1 FROM {_LOWERED_TABLE} LIMIT 1").fetchone()) is not None
+def lowered_put(rows: list[tuple[str, bytes]]) -> None:
+  """Store (key, record) rows in one transaction."""
+  def put(c: sqlite3.Connection) -> None:
+    c.executemany(f"INSERT OR REPLACE INTO {_LOWERED_TABLE} (key, val) VALUES (?, ?)", rows)
+    # a new row takes the largest rowid + 1: the rows older than the newest LOWERED_ROWS go (a rowid range: cheap)
+    c.execute(f"DELETE FROM {_LOWERED_TABLE} WHERE rowid <= (SELECT MAX(rowid) FROM {_LOWERED_TABLE}) - ?", (LOWERED_ROWS,)); c.commit()
   _db_run(put)

@@ -27,11 +27,14 @@ def _launch_dims(gs: list[int] | tuple[int, ...]) -> tuple[int, ...]: return tup
 
 class CompiledRunner:
   """A kernel compiled for one device, callable on buffers."""
-  def __init__(self, device: str, ast: UOp, opts: list | None = None):
-    from tg_core.codegen import get_program
+  def __init__(self, device: str, ast: UOp, opts: list | None = None, lower_cache: bool = True):
+    from tg_core.codegen import get_program, program_key
+    from tg_core.codegen.lowered import lowered_program
     dev = Device[device]
     st = time.perf_counter()
-    self.p = get_program(ast, dev.renderer, opts)
+    self.program_key = program_key(dev.renderer)  # the renderer's record and the codegen knobs it was made under (linear_program)
+    # lower_cache: the program from the on-disk lowered-program cache where an earlier process made it (BEAM's candidates don't use it)
+    self.p = lowered_program(ast, dev.renderer, opts, dev.compiler.cachekey) if lower_cache else get_program(ast, dev.renderer, opts)
     self.lib = dev.compiler.compile_cached(self.p.src)
     self.prg = dev.runtime(device, self.p.name, self.lib)
     self.p = dataclasses.replace(self.p, uops=None)  # compiled: the linear program is not read again (ProgramSpec.uops)
@@ -61,13 +64,16 @@ class CompiledRunner:
 
 def linear_program(r: CompiledRunner) -> list[UOp]:
   """The linear program `r` was rendered from, re-derived (a runner drops it once compiled, ProgramSpec.uops). Raises
-  RuntimeError where the codegen knobs (CODEGEN_KNOBS) changed since `r` was made: the program re-derived then renders to other code."""
-  from tg_core.codegen import get_program
-  p = get_program(r.p.ast, Device[r.device].renderer, r.opts)
-  if p.src != r.p.src or p.uops is None:
+  RuntimeError where the codegen knobs (CODEGEN_KNOBS) or the renderer's record changed since `r` was made: the program
+  re-derived then is another one. (Not a comparison of sources: one from the lowered-program cache was rendered by another
+  process, and a renderer's source may differ in bytes for the same program, as the PYTHON renderer's pickle does.)"""
+  from tg_core.codegen import get_program, program_key
+  ren = Device[r.device].renderer
+  if program_key(ren) != r.program_key:
     raise RuntimeError(f"{r.p.name}: the codegen knobs changed since this runner was compiled, so its linear program can't be "
                        "re-derived: call linear_program under the settings the runner was made with")
-  return p.uops
+  if (uops := get_program(r.p.ast, ren, r.opts).uops) is None: raise RuntimeError(f"{r.p.name}: get_program made no linear program")
+  return uops
 
 _runner_cache: dict[tuple, CompiledRunner] = {}
 def get_runner(device: str, ast: UOp) -> CompiledRunner:

@@ -68,7 +68,7 @@ def blocking_candidates(ast: UOp, caps: RendererCaps) -> list[list[Opt]]:
 
 def _time_program(device: str, ast: UOp, opts: list[Opt], bufs: list[Buffer], var_vals: dict[str, int], runs: int = 3) -> float:
   from tg_core.engine.realize import CompiledRunner
-  r = CompiledRunner(device, ast, opts)
+  r = CompiledRunner(device, ast, opts, lower_cache=False)  # candidates are lowered here, not cached: only the choice is
   vals = {v.arg.name: var_vals.get(v.arg.name, v.arg.vmin_vmax[0] if v.arg.vmin_vmax else 0) for v in r.p.vars}
   best = float("inf")
   for _ in range(runs):
