@@ -621,12 +621,19 @@ def _packed_tiles(ast: UOp, caches: tuple[int, ...], cores: int = 1) -> list[Opt
     if kc < k:
       cur = apply_opt(cur, o := Opt(OptOps.KBLOCK, kernel_axes(cur).index(_same_axis(cur, reds[0])), kc))
       opts.append(o)
-    for op, arg in ((OptOps.PACK, inner), (OptOps.PACKROWS, None)):
+    # (A's tile already lies as PACKROWS would copy it where it reads all of K from rows a row apart: R x K back to back)
+    for op, arg in ((OptOps.PACK, inner), (OptOps.PACKROWS, None))[:1 if kc == k and _rows_back_to_back(streamed[0], k) else 2]:
       red = next(i for i, r in enumerate(kernel_axes(cur)) if r.arg[1] is AxisType.REDUCE)
       cur = apply_opt(cur, o := Opt(op, red, kernel_axes(cur).index(arg) if arg is not None else None))
       opts.append(o)
   except KernelOptError: return []
   return opts
+
+def _rows_back_to_back(ld: UOp, k: int) -> bool:
+  """Whether the register tile's rows the load `ld` reads (its one UPCAST range) are `k` elements apart, each row read along
+  the reduce at unit stride: the tile's rows over all of K are then one contiguous run."""
+  ups = [r for r in ld.src[0].ranges if r.arg[1] is AxisType.UPCAST]
+  return len(ups) == 1 and (aff := affine(ld.src[0].src[1], ups[0])) is not None and aff[1] == k
 
 def one_k_block(caps: RendererCaps, k: int, itemsize: int) -> bool:
   """Whether a big matmul over K = `k` elements of A (`itemsize` bytes each) runs as well without K blocks on this target:
