@@ -2,7 +2,7 @@
 from __future__ import annotations
 import dataclasses
 import functools
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from tg_core.uop import Ops
 from tg_core.uop.ops import AxisType, UOp
@@ -45,11 +45,12 @@ def hand_coded_optimizations(ast: UOp, caps: RendererCaps | None = None) -> list
   opts, cur, matmul = _tiled(ast, caps)
   # a big matmul whose shared loop is still short of the cores (64x4096x64 on 16: 8 row tiles, 2 column panels, no split of
   # either gives 16): a register tile of half the rows, down to two (fewer accumulators, but every core busy)
-  tile = caps.big_reduce_tile
-  while matmul and caps.cores > 1 and tile is not None and tile[1] > 2 and (t := _shared_trip(cur)) is not None and not _balanced(t, caps.cores):
+  if not (matmul and (tile := caps.big_reduce_tile) is not None and (t := _shared_trip(cur)) is not None and not _balanced(t, caps.cores)):
+    return opts
+  while tile[1] > 2:
     tile = (tile[0], max(2, tile[1] // 2))
-    if _balanced(_shared_trip((half := _tiled(ast, dataclasses.replace(caps, big_reduce_tile=tile)))[1]) or 0, caps.cores):
-      opts, cur = half[:2]
+    half, cur_half, _ = _tiled(ast, dataclasses.replace(caps, big_reduce_tile=tile))
+    if _balanced(_shared_trip(cur_half) or 0, caps.cores): return half
   return opts
 
 def _tiled(ast: UOp, caps: RendererCaps) -> tuple[list[Opt], UOp, bool]:
@@ -374,7 +375,7 @@ def _loop_order(ast: UOp, caches: tuple[int, ...]) -> list[Opt]:
   # (a joined operand, apply.packed_value, goes outside whatever the sizes: its packed panels then join each pair once, where
   # in the other order the join runs again for every row tile)
   streamed = [u for u, st in loads if st == 1]
-  rows = functools.reduce(lambda a, r: a * r.src[0].arg, [r for r in streamed[0].src[0].ranges if r.arg[1] is AxisType.UPCAST], 1) if streamed else 0
+  rows = _upcast_extent(streamed[0]) if streamed else 0
   fits = nbytes(b) <= caches[1] and not 1 < rows < MIN_STRIDED_REUSE
   if len(strided) == 1 and (fits or per_step * nbytes(b) < out_bytes): return []
   if not uses(b, inner) or uses(b, outer): return []
@@ -404,7 +405,7 @@ def _strided_operand_blocks(ast: UOp, caches: tuple[int, ...], cores: int = 1) -
   if (one := _one_operand(ast, strided)) is None or nbytes(b := one[0]) <= caches[1] or not uses(b, inner) or uses(b, outer): return []
   n = inner.src[0].arg
   fits = [c for c in range(2, n + 1) if n % c == 0 and nbytes(b) // c <= caches[1] // 2]
-  blocks = next((c for c in fits if _balanced(c, cores)), fits[0] if fits else None)
+  blocks = _first_balanced(fits, lambda c: c, cores)
   if blocks is None or blocks * sum(nbytes(u) for u in loads if u not in strided) >= outer.src[0].arg * nbytes(b): return []
   split = Opt(OptOps.SPLIT, axes.index(inner), n // blocks)
   try:
@@ -419,6 +420,11 @@ def _balanced(trip: int, cores: int) -> bool:
   of trip/cores iterations, rounded (tg_cpu_x86's split loop), so the slowest runs ceil(trip/cores): balanced where cores
   divides trip, else where each core gets at least 4 (the slowest then runs at most 1/4 over the mean)."""
   return cores <= 1 or trip % cores == 0 or trip >= 4 * cores
+
+def _first_balanced(cands: list[int], blocks: Callable[[int], int], cores: int) -> int | None:
+  """The first of `cands` (block sizes in the caches' order of preference) whose block count `blocks(c)` is `_balanced` for the
+  cores, else the first of them; None where there are none."""
+  return next((c for c in cands if _balanced(blocks(c), cores)), cands[0] if cands else None)
 
 def _loop_chain(ast: UOp) -> list[UOp] | None:
   """The kernel's constant output loops outermost first, when each nests in the one before (else None)."""
@@ -454,6 +460,10 @@ def _shares(ast: UOp, cores: int) -> list[Opt]:
       except KernelOptError: continue
       if _shared_trip(cur) == blocks: return opts
   return []
+
+def _upcast_extent(ld: UOp) -> int:
+  """Elements of the register tile the load `ld` reads per reduce step: the sizes of the UPCAST ranges its index uses."""
+  return functools.reduce(lambda a, r: a * r.src[0].arg, [r for r in ld.src[0].ranges if r.arg[1] is AxisType.UPCAST], 1)
 
 def _same_axis(ast: UOp, r: UOp) -> UOp:
   """The range of `ast` with r's axis id (padding an axis replaces its range by a longer one with the same id)."""
@@ -538,8 +548,7 @@ def _packed_panels(ast: UOp, caches: tuple[int, ...], cores: int = 1) -> list[Op
   if (m := _panel_matmul(ast)) is None: return []
   axes, rows, cols, reds, loads, strided = m
   if (one := _panel_operand(ast, strided, rows, cols)) is None: return []
-  ups = [r for r in one[0].src[0].ranges if r.arg[1] is AxisType.UPCAST]
-  panel = functools.reduce(lambda a, b: a * b, [r.src[0].arg for r in ups], 1) * one[1]  # bytes of one panel row
+  panel = _upcast_extent(one[0]) * one[1]  # bytes of one panel row
   k, n = reds[0].src[0].arg, cols.src[0].arg
   kc = k if (whole := _whole_k_panel(ast, k * panel, caches)) else next((d for d in range(min(k, (l1 // 2) // panel), 31, -1) if k % d == 0), None)
   if kc is None: return []
@@ -551,8 +560,7 @@ def _packed_panels(ast: UOp, caches: tuple[int, ...], cores: int = 1) -> list[Op
   if whole: p = _whole_k_block(n, a_slab, k * panel, caches)
   else:
     top = max(1, min(n // 2, (l2 // 4) // (kc * panel)))
-    p = 1 if a_slab <= 2 * l2 else next((d for d in range(top, 0, -1) if n % d == 0 and _balanced(n // d, cores)), None) or \
-      next(d for d in range(top, 0, -1) if n % d == 0)
+    p = 1 if a_slab <= 2 * l2 else _first_balanced([d for d in range(top, 0, -1) if n % d == 0], lambda d: n // d, cores)
   opts: list[Opt] = []
   cur = ast
   try:
@@ -597,8 +605,7 @@ def _packed_tiles(ast: UOp, caches: tuple[int, ...], cores: int = 1) -> list[Opt
   axes, rows, cols, reds, loads, strided = m
   streamed = [u for u in loads if u not in strided and access_strides(u, reds[0], Ops.LOAD)[-1] == 1]
   if (one := _panel_operand(ast, strided, rows, cols)) is None or len(streamed) != 1: return []
-  def tile(u: UOp) -> int: return functools.reduce(lambda a, b: a * b, [r.src[0].arg for r in u.src[0].ranges if r.arg[1] is AxisType.UPCAST], 1)
-  panel_row, tile_col = tile(one[0]) * one[1], tile(streamed[0]) * streamed[0].dtype.itemsize  # bytes a reduce step reads of each
+  panel_row, tile_col = _upcast_extent(one[0]) * one[1], _upcast_extent(streamed[0]) * streamed[0].dtype.itemsize  # bytes a reduce step reads of each
   k, n = reds[0].src[0].arg, cols.src[0].arg
   # a sum the store casts (a bf16 matmul's bf16 result) can't add its K blocks up in the output (KBLOCK): one block, all of K
   kc = next((d for d in range(min(k, (l1 // 2) // tile_col), 31, -1) if k % d == 0), None) if _sum_stored(ast, reds[0]) else k
@@ -707,7 +714,7 @@ def _column_reduce_blocks(ast: UOp, l1: int, cores: int = 1) -> list[Opt]:
   n = outs[0].src[0].arg
   # at most a quarter L1 of partial sums per block, and at least 2 blocks, balanced for the cores to share where the axis allows
   bound = min((l1 // 4) // (tile * (stores[0].src[1].dtype.itemsize if stores else 4)), n // 2)
-  block = next((d for d in range(bound, 1, -1) if n % d == 0 and _balanced(n // d, cores)), 0) or next((d for d in range(bound, 1, -1) if n % d == 0), 0)
+  block = _first_balanced([d for d in range(bound, 1, -1) if n % d == 0], lambda d: n // d, cores) or 0
   if block < 2 or reds[0].src[0].arg % ROW_STREAMS != 0: return []
   split = Opt(OptOps.SPLIT, axes.index(outs[0]), block)
   try: cur = apply_opt(ast, split)
