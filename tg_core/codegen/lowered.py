@@ -17,7 +17,7 @@ import sys
 import zlib
 from typing import TYPE_CHECKING
 
-from tg_core.codegen import CODEGEN_KNOBS, ProgramSpec, get_program
+from tg_core.codegen import ProgramSpec, get_program, program_key
 from tg_core.dev.diskcache import cache_dir, lowered_any, lowered_get, lowered_put
 from tg_core.helpers import CACHELEVEL, CHECK_OOB, DEBUG, LOWER_CACHE, TRACK_MATCH_STATS
 from tg_core.uop import Ops
@@ -63,7 +63,9 @@ def _key_parts(ren: Renderer, opts: list[Opt] | None, target: str | None) -> tup
   """What, besides the AST and the code, keys a program, as of now (a store later must key it under the knobs it was made with)."""
   # a renderer's plain instance fields (a CPU renderer's host ISA flags) decide its code too: keyed, never read otherwise
   state = sorted((k, v) for k, v in vars(ren).items() if isinstance(v, (bool, int, float, str)))
-  return (type(ren).__module__, type(ren).__qualname__, repr(ren), ren.caps.cache_key(), state, [repr(k.value) for k in CODEGEN_KNOBS],
+  # program_key's parts, in a form the same in every process (the record through its cache_key)
+  mod, qual, caps, *knobs = program_key(ren)
+  return (mod, qual, repr(ren), caps.cache_key(), state, [repr(k) for k in knobs],
           target, None if opts is None else [repr(o) for o in opts], tuple(dict.fromkeys(c.__module__ for c in type(ren).__mro__ if c is not object)))
 
 def _key(ast: UOp, parts: tuple) -> str | None:

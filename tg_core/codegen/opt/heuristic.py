@@ -417,7 +417,7 @@ def _strided_operand_blocks(ast: UOp, caches: tuple[int, ...], cores: int = 1) -
 
 def _balanced(trip: int, cores: int) -> bool:
   """Does a shared loop of `trip` iterations keep `cores` threads evenly busy? The runtime gives each thread a contiguous run
-  of trip/cores iterations, rounded (tg_cpu_x86's split loop), so the slowest runs ceil(trip/cores): balanced where cores
+  of trip/cores iterations, rounded (a CPU runtime's split loop), so the slowest runs ceil(trip/cores): balanced where cores
   divides trip, else where each core gets at least 4 (the slowest then runs at most 1/4 over the mean)."""
   return cores <= 1 or trip % cores == 0 or trip >= 4 * cores
 
